@@ -1,0 +1,88 @@
+"""Observation and action encodings shared by the env and by every policy.
+
+Two action modes (see ``ServerFarmEnv``):
+
+``"server"`` (default)
+    observation ``float32[S + J]``: ``obs[s] = n_s / B_k(s)`` (occupancy of server s, normalised by its
+    buffer), then a one-hot of the arriving job type. Action ``Discrete(S)``: the server index.
+
+``"group"`` (size-independent)
+    observation ``float32[L + J]`` with ``L = sum_k (B_k + 1)``: for each group k a block of
+    ``B_k + 1`` fractions ``m_{k,b} / R_k`` (share of group-k servers holding b jobs, b = 0..B_k),
+    then the one-hot job type. Action ``Discrete(sum_k B_k)``: index ``level_offsets[k] + b`` means
+    "a server of group k currently holding b < B_k jobs". By exchangeability of a group's servers
+    this loses no optimality, and neither space grows with the number of servers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.config import FarmConfig
+
+ACTION_MODES = ("server", "group")
+
+
+def check_action_mode(mode: str) -> str:
+    if mode not in ACTION_MODES:
+        raise ValueError(f"action_mode: unknown mode {mode!r}; choose one of {list(ACTION_MODES)}")
+    return mode
+
+
+def hist_offsets(config: FarmConfig) -> np.ndarray:
+    """int64[K+1]: start of group k's block of B_k+1 fractions in a group-mode observation."""
+    return np.concatenate([[0], np.cumsum(config.buffers + 1)]).astype(np.int64)
+
+
+def level_offsets(config: FarmConfig) -> np.ndarray:
+    """int64[K+1]: start of group k's B_k actions in a group-mode action index."""
+    return np.concatenate([[0], np.cumsum(config.buffers)]).astype(np.int64)
+
+
+def obs_size(config: FarmConfig, mode: str) -> int:
+    if mode == "server":
+        return config.n_servers + config.n_job_types
+    return int(hist_offsets(config)[-1]) + config.n_job_types
+
+
+def n_actions(config: FarmConfig, mode: str) -> int:
+    return config.n_servers if mode == "server" else int(level_offsets(config)[-1])
+
+
+def group_action(config: FarmConfig, k: int, b: int) -> int:
+    """Group-mode action index for (group k, level b)."""
+    return int(level_offsets(config)[k] + b)
+
+
+def decode_group_action(config: FarmConfig, action: int) -> tuple[int, int]:
+    """(group, level) of a group-mode action index."""
+    off = level_offsets(config)
+    k = int(np.searchsorted(off, action, side="right") - 1)
+    return k, int(action - off[k])
+
+
+def decode_job_type(config: FarmConfig, obs: np.ndarray) -> int:
+    return int(np.argmax(obs[-config.n_job_types :]))
+
+
+def decode_server_obs(config: FarmConfig, obs: np.ndarray) -> tuple[np.ndarray, int]:
+    """(occupancy int64[S], job type) from a server-mode observation."""
+    S = config.n_servers
+    occ = np.rint(np.asarray(obs[:S], dtype=np.float64) * config.buffers[config.server_group])
+    return occ.astype(np.int64), decode_job_type(config, obs)
+
+
+def decode_group_obs(config: FarmConfig, obs: np.ndarray) -> tuple[np.ndarray, int]:
+    """(counts int64[K, Bmax+1] with counts[k, b] = servers of group k holding b jobs, job type)."""
+    off = hist_offsets(config)
+    counts = np.zeros((config.n_groups, config.max_buffer + 1), dtype=np.int64)
+    for k, g in enumerate(config.groups):
+        counts[k, : g.buffer + 1] = np.rint(np.asarray(obs[off[k] : off[k + 1]]) * g.count)
+    return counts, decode_job_type(config, obs)
+
+
+def counts_from_occupancy(config: FarmConfig, occ: np.ndarray) -> np.ndarray:
+    """Histogram counts int64[K, Bmax+1] of a per-server occupancy vector."""
+    counts = np.zeros((config.n_groups, config.max_buffer + 1), dtype=np.int64)
+    np.add.at(counts, (config.server_group, occ), 1)
+    return counts
