@@ -60,9 +60,12 @@ class Policy:
         else:
             masks = np.asarray(action_masks, dtype=bool).reshape(obs2.shape[0], self.n_actions)
         acts = np.array(
-            [self.act(o, m, deterministic) for o, m in zip(obs2, masks, strict=True)], dtype=np.int64
+            [self.act(o, m, deterministic) for o, m in zip(obs2, masks, strict=True)],
+            dtype=np.int64,
         )
         return (acts if batched else acts[0]), None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(config={self.config.name!r}, action_mode={self.action_mode!r})"
+        return (
+            f"{type(self).__name__}(config={self.config.name!r}, action_mode={self.action_mode!r})"
+        )

@@ -1,0 +1,51 @@
+"""serverfarm-gym environments. Importing this package registers the Gymnasium ids:
+
+* ``ServerFarm-v0``: :class:`~envs.server_farm.ServerFarmEnv` with ``action_mode="server"``.
+* ``ServerFarmGroup-v0``: the size-independent ``action_mode="group"`` variant.
+
+``gymnasium.make("ServerFarm-v0", scenario="tiny", max_episode_steps=500)``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from envs.config import ConfigError, FarmConfig, farm_from_dict, load_scenario
+from envs.scenarios import PRESETS, load_preset, random_farm
+from envs.server_farm import ServerFarmEnv
+from envs.simulator import FarmSimulator, SimStats
+
+__all__ = [
+    "PRESETS",
+    "ConfigError",
+    "FarmConfig",
+    "FarmSimulator",
+    "ServerFarmEnv",
+    "SimStats",
+    "farm_from_dict",
+    "load_preset",
+    "load_scenario",
+    "random_farm",
+    "register_envs",
+]
+
+DEFAULT_MAX_EPISODE_STEPS = 1000
+
+
+def register_envs() -> None:
+    """Register the env ids; safe to call (and to import this package) more than once."""
+    specs = {
+        "ServerFarm-v0": {"action_mode": "server"},
+        "ServerFarmGroup-v0": {"action_mode": "group"},
+    }
+    for env_id, kwargs in specs.items():
+        if env_id not in gym.registry:
+            gym.register(
+                id=env_id,
+                entry_point="envs.server_farm:ServerFarmEnv",
+                max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
+                kwargs=kwargs,
+            )
+
+
+register_envs()

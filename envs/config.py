@@ -330,7 +330,9 @@ class FarmConfig:
     def with_job_size(self, job_size: Mapping[str, Any] | JobSizeConfig) -> FarmConfig:
         """The same farm with every job type using ``job_size``."""
         d = self.to_dict()
-        d["job_size"] = job_size.to_dict() if isinstance(job_size, JobSizeConfig) else dict(job_size)
+        d["job_size"] = (
+            job_size.to_dict() if isinstance(job_size, JobSizeConfig) else dict(job_size)
+        )
         for j in d["job_types"]:
             j.pop("job_size", None)
         return farm_from_dict(d)
@@ -442,7 +444,9 @@ def _job_size(d: Any, where: str) -> JobSizeConfig:
     elif dist == "pareto":
         alpha = _number(_require(d, "alpha", where), f"{where}.alpha")
         if alpha <= 1:
-            raise ConfigError(f"{where}.alpha: pareto needs alpha > 1 for a finite mean, got {alpha}")
+            raise ConfigError(
+                f"{where}.alpha: pareto needs alpha > 1 for a finite mean, got {alpha}"
+            )
         kw["alpha"] = alpha
     return JobSizeConfig(distribution=dist, **kw)
 
@@ -501,7 +505,9 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         idx = []
         for gn in gl:
             if gn not in names:
-                raise ConfigError(f"{w}.groups: unknown group {gn!r}; known groups are {list(names)}")
+                raise ConfigError(
+                    f"{w}.groups: unknown group {gn!r}; known groups are {list(names)}"
+                )
             if names[gn] in idx:
                 raise ConfigError(f"{w}.groups: group {gn!r} listed twice")
             idx.append(names[gn])

@@ -1,0 +1,339 @@
+"""The Gymnasium environment: energy-efficient job assignment in a heterogeneous server farm."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs import kernels as kn
+from envs.config import FarmConfig, load_scenario
+from envs.observation import check_action_mode, hist_offsets, level_offsets, n_actions, obs_size
+from envs.simulator import FarmSimulator
+
+INVALID_ACTION_MODES = ("fallback", "raise")
+OBJECTIVES = ("energy", "cost")
+
+
+class ServerFarmEnv(gym.Env):
+    """
+    ## Description
+
+    A farm of K groups of processor-sharing servers (group k: ``count`` servers R_k, buffer B_k,
+    service rate mu_k(n), power eps_k(n) with n jobs, idle power eps_k(0)) receives J Poisson job
+    streams; type j may only use its groups K_j. Each arriving job must be sent to a non-full
+    server it may use; it is lost (blocked) only when all of them are full. The goal is the
+    long-run energy efficiency: work served per unit time over power, i.e. jobs per unit energy
+    (Fu & Moran, "Energy-efficient job-assignment policy with asymptotically guaranteed
+    performance deviation"). This is a continuing task simulated exactly in continuous time.
+
+    Servers are numbered group by group in the scenario's group order: server 0 is the first
+    server of the first group, servers ``config.group_offsets[k]`` to ``config.group_offsets[k+1]-1``
+    belong to group k.
+
+    ## Action Space
+
+    ``action_mode="server"`` (default): ``Discrete(S)``, the server that receives the job.
+
+    ``action_mode="group"`` (size-independent): ``Discrete(sum_k B_k)``; action
+    ``level_offsets[k] + b`` sends the job to a server of group k that holds b < B_k jobs (the
+    smallest-index one). Servers of a group are exchangeable, so this loses no optimality.
+
+    In both modes only actions allowed by :meth:`action_masks` (also ``info["action_mask"]``)
+    are valid: servers available to the job's type and not full. A masked action is never
+    executed as a block: with ``invalid_action="fallback"`` (default, what Gymnasium's checker
+    needs) the job goes where PAS would send it and ``info["invalid_action"]`` is True; with
+    ``"raise"`` a ``ValueError`` is raised.
+
+    ## Observation Space
+
+    ``Box(0, 1, float32)``:
+
+    | mode   | index                      | value                                              |
+    |--------|----------------------------|----------------------------------------------------|
+    | server | ``0 .. S-1``               | occupancy of server s divided by its buffer B_k     |
+    | group  | ``hist_offsets[k] + b``    | share of group-k servers holding b jobs, b=0..B_k   |
+    | both   | last J entries             | one-hot type of the arriving job                    |
+
+    ## Rewards
+
+    The reward of a step is the integral, over the time from this decision to the next one, of
+    ``W(t) - eta * P(t)`` divided by ``reward_scale``, with W the total service rate (work served
+    per unit time) and P the total power (or the energy cost rate when ``objective="cost"``).
+    By the Dinkelbach argument (docs/model.md) with eta equal to the policy's own efficiency, a
+    policy change with positive average reward strictly improves efficiency, so maximising the
+    return maximises long-run efficiency. ``reward_eta="running"`` (default) sets eta to an
+    exponentially weighted estimate (time constant ``eta_tau`` arrivals) of the efficiency the
+    agent is achieving, kept across episodes (restarted from PAS's efficiency by ``reset(seed=...)``,
+    so the env is deterministic given the seed); a number fixes eta.
+    ``info`` carries the step's ``work`` and ``energy`` (and ``cost``), and since reset the running
+    ``throughput``, ``power``, ``efficiency``, ``blocking`` and ``blocking_per_type``: evaluate
+    policies with these, never with the return.
+
+    ## Starting State
+
+    An empty farm at time 0, advanced to the first decision epoch; with ``warmup_epochs > 0``
+    the farm is first run for that many epochs under ``warmup_policy`` (a built-in dispatcher,
+    "pas" or "random"), so episodes start near steady state. Statistics in ``info`` start after
+    the warm-up.
+
+    ## Episode End
+
+    The task is continuing: there is no terminal state. Episodes are truncated after
+    ``max_episode_steps`` decision epochs (``gymnasium.make`` default 1000; override with
+    ``max_episode_steps=``).
+
+    ## Arguments
+
+    * ``scenario``: preset name (``envs.scenarios.PRESETS``), YAML/JSON path, dict or FarmConfig.
+    * ``action_mode``: ``"server"`` or ``"group"``.
+    * ``reward_eta``: ``"running"`` or a fixed float.
+    * ``eta_tau``: memory of the running eta, in mean inter-arrival times (default 10,000).
+    * ``reward_scale``: divides the reward (default 1: rewards are in units of one mean job).
+    * ``objective``: ``"energy"`` (jobs per unit energy) or ``"cost"`` (jobs per unit of money,
+      with the scenario's electricity prices).
+    * ``invalid_action``: ``"fallback"`` or ``"raise"``.
+    * ``warmup_epochs``, ``warmup_policy``: see Starting State.
+    * ``render_mode``: ``None`` or ``"ansi"``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | Path | Mapping[str, Any] | FarmConfig = "tiny",
+        action_mode: str = "server",
+        reward_eta: str | float = "running",
+        eta_tau: float = 10_000.0,
+        reward_scale: float = 1.0,
+        objective: str = "energy",
+        invalid_action: str = "fallback",
+        warmup_epochs: int = 0,
+        warmup_policy: str = "pas",
+        render_mode: str | None = None,
+    ):
+        self.config = config = load_scenario(scenario)
+        self.action_mode = check_action_mode(action_mode)
+        if not (reward_eta == "running" or isinstance(reward_eta, (int, float))):
+            raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
+        if isinstance(reward_eta, (int, float)) and not (
+            math.isfinite(reward_eta) and reward_eta >= 0
+        ):
+            raise ValueError(
+                f"reward_eta: a fixed eta must be a finite number >= 0, got {reward_eta}"
+            )
+        if not eta_tau > 0:
+            raise ValueError(f"eta_tau: must be > 0 (mean inter-arrival times), got {eta_tau}")
+        if not reward_scale > 0:
+            raise ValueError(f"reward_scale: must be > 0, got {reward_scale}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective: unknown {objective!r}; choose one of {list(OBJECTIVES)}")
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(
+                f"invalid_action: unknown {invalid_action!r}; choose one of {list(INVALID_ACTION_MODES)}"
+            )
+        if int(warmup_epochs) < 0:
+            raise ValueError(f"warmup_epochs: must be >= 0, got {warmup_epochs}")
+        if warmup_policy not in ("pas", "random"):
+            raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: unsupported {render_mode!r}; use None or 'ansi'")
+        self.reward_eta = reward_eta
+        self.eta_tau = float(eta_tau)
+        self.reward_scale = float(reward_scale)
+        self.objective = objective
+        self.invalid_action = invalid_action
+        self.warmup_epochs = int(warmup_epochs)
+        self.warmup_policy = warmup_policy
+        self.render_mode = render_mode
+
+        S, J, K = config.n_servers, config.n_job_types, config.n_groups
+        self.observation_space = spaces.Box(0.0, 1.0, (obs_size(config, action_mode),), np.float32)
+        self.action_space = spaces.Discrete(n_actions(config, action_mode))
+        self.sim = FarmSimulator(config)
+
+        # precomputed encodings (so a step costs O(S) numpy ops in server mode, O(K*B) in group mode)
+        self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
+        self._buf_of_server = config.buffers[config.server_group]
+        self._inv_buf = (1.0 / self._buf_of_server).astype(np.float32)
+        hoff, loff = hist_offsets(config), level_offsets(config)
+        self._hist_rows = np.concatenate(
+            [np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)]
+        )
+        self._hist_cols = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
+        self._hist_inv = np.array(
+            [1.0 / config.groups[k].count for k in self._hist_rows], np.float32
+        )
+        self._act_rows = np.concatenate([np.full(g.buffer, k) for k, g in enumerate(config.groups)])
+        self._act_cols = np.concatenate([np.arange(g.buffer) for g in config.groups])
+        self._act_avail = config.availability[:, self._act_rows]  # [J, n_actions]
+        self._n_hist = int(hoff[-1])
+        self._level_offsets = loff
+        self._obs = np.zeros(self.observation_space.shape, np.float32)
+        self._obs_base = S if action_mode == "server" else self._n_hist
+        del K, J
+
+        # running eta: exponentially weighted work and energy, seeded with PAS's efficiency
+        self._eta_w = self._eta_e = 0.0
+        self._eta_initialised = False
+        self._job = -1
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
+        self._base = None
+        self._n_invalid = 0
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _energy_like(self) -> float:
+        return self.sim.cost if self.objective == "cost" else self.sim.energy
+
+    def _init_eta(self) -> None:
+        """Start the running eta at PAS's efficiency (a short seeded simulation, once per env)."""
+        probe = FarmSimulator(self.config, seed=12345)
+        probe.run(2_000, table=self._pas_table)
+        st = probe.run(20_000, table=self._pas_table)
+        denom = st.cost if self.objective == "cost" else st.energy
+        eta0 = st.work / denom if denom > 0 else 0.0
+        horizon = self.eta_tau / self.config.total_arrival_rate
+        power = denom / st.time if st.time > 0 else 1.0
+        self._eta_e = power * horizon
+        self._eta_w = eta0 * self._eta_e
+        self._eta_initialised = True
+
+    @property
+    def eta(self) -> float:
+        """The eta currently used in the reward."""
+        if self.reward_eta != "running":
+            return float(self.reward_eta)
+        if not self._eta_initialised:
+            self._init_eta()
+        return self._eta_w / self._eta_e if self._eta_e > 0 else 0.0
+
+    def _advance(self) -> None:
+        self._job = self.sim.next_epoch()
+        self._update_mask()
+
+    def _update_mask(self) -> None:
+        j = self._job
+        if self.action_mode == "server":
+            np.less(self.sim.occ, self._buf_of_server, out=self._mask)
+            self._mask &= self.config.server_availability[j]
+        else:
+            counts = self.sim.level_counts[self._act_rows, self._act_cols]
+            np.greater(counts, 0, out=self._mask)
+            self._mask &= self._act_avail[j]
+
+    def _get_obs(self) -> np.ndarray:
+        obs = self._obs
+        if self.action_mode == "server":
+            np.multiply(self.sim.occ, self._inv_buf, out=obs[: self._obs_base], casting="unsafe")
+        else:
+            obs[: self._obs_base] = (
+                self.sim.level_counts[self._hist_rows, self._hist_cols] * self._hist_inv
+            )
+        obs[self._obs_base :] = 0.0
+        obs[self._obs_base + self._job] = 1.0
+        return obs.copy()
+
+    def _get_info(self, work: float, energy: float, invalid: bool) -> dict[str, Any]:
+        st = self.sim.stats() - self._base
+        info = {
+            "job_type": self._job,
+            "action_mask": self._mask.copy(),
+            "work": work,
+            "energy": energy,
+            "time": st.time,
+            "throughput": st.throughput,
+            "power": st.power,
+            "efficiency": st.efficiency,
+            "blocking": st.blocking,
+            "blocking_per_type": st.blocking_per_type,
+            "eta": self.eta,
+            "invalid_action": invalid,
+        }
+        if self.objective == "cost":
+            info["cost"] = energy
+            info["cost_efficiency"] = st.cost_efficiency
+        return info
+
+    # ---- Gymnasium API ---------------------------------------------------------------------------
+    def action_masks(self) -> np.ndarray:
+        """Valid actions at the current decision epoch (sb3-contrib MaskablePPO reads this)."""
+        return self._mask.copy()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        # eta persists across episodes (it estimates the *policy's* efficiency), but an explicit
+        # seed restarts everything, so that the env is a deterministic function of the seed
+        if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
+            self._init_eta()
+        self.sim.reset(self.np_random)  # one random stream: the env's own generator
+        if self.warmup_epochs > 0:
+            if self.warmup_policy == "pas":
+                self.sim.run(self.warmup_epochs, "priority", self._pas_table)
+            else:
+                self.sim.run(self.warmup_epochs, "random")
+        self._base = self.sim.stats()
+        self._n_invalid = 0
+        self._advance()
+        return self._get_obs(), self._get_info(0.0, 0.0, False)
+
+    def step(self, action):
+        if self._job < 0:
+            raise RuntimeError("call reset() before step()")
+        a = int(action)
+        invalid = not (0 <= a < self.action_space.n and self._mask[a])
+        if invalid:
+            if self.invalid_action == "raise":
+                raise ValueError(
+                    f"action {action} is masked out for job type {self._job} (a full or "
+                    "unavailable server); choose an action where action_masks() is True"
+                )
+            self._n_invalid += 1
+            a = self._fallback_action()
+        if self.action_mode == "server":
+            server = a
+        else:
+            k, b = int(self._act_rows[a]), int(self._act_cols[a])
+            server = self.sim.server_at_level(k, b)
+        self.sim.assign(server)
+        w0, e0, t0 = self.sim.work, self._energy_like(), self.sim.time
+        self._advance()
+        work = self.sim.work - w0
+        energy = self._energy_like() - e0
+        reward = (work - self.eta * energy) / self.reward_scale
+        if self.reward_eta == "running":
+            # exponential forgetting over eta_tau mean inter-arrival times
+            decay = math.exp(-(self.sim.time - t0) * self.config.total_arrival_rate / self.eta_tau)
+            self._eta_w = self._eta_w * decay + work
+            self._eta_e = self._eta_e * decay + energy
+        info = self._get_info(work, energy, invalid)
+        return self._get_obs(), float(reward), False, False, info
+
+    def _fallback_action(self) -> int:
+        """Where PAS would send the job (highest mu/(eps-eps0), ties smallest index)."""
+        if self.action_mode == "server":
+            prio = np.where(
+                self._mask, self.config.group_efficiency[self.config.server_group], -np.inf
+            )
+            return int(np.argmax(prio))
+        s = kn.pick_priority(
+            self._job, self._pas_table, self.sim._jg_ptr, self.sim._jg_idx, self.sim._buffers,
+            self.sim._hdata, self.sim._hbase, self.sim.level_counts,
+        )  # fmt: skip
+        k = int(self.config.server_group[s])
+        return int(self._level_offsets[k] + self.sim.occ[s])
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        c = self.config
+        lines = [f"t={self.sim.time:.3f} job type {self._job} ({c.job_types[self._job].name})"]
+        for k, g in enumerate(c.groups):
+            occ = self.sim.occ[c.group_offsets[k] : c.group_offsets[k + 1]]
+            shown = " ".join(str(int(n)) for n in occ[:40]) + (" ..." if len(occ) > 40 else "")
+            lines.append(f"{g.name:>12} (B={g.buffer}): {shown}")
+        return "\n".join(lines)
