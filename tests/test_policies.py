@@ -1,0 +1,485 @@
+"""Priority-table policies, heuristics and the registry: shapes, masks, tie rules, hand-made states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from baselines.heuristics import RandomPolicy
+from baselines.pas import PASPolicy, PriceAwarePASPolicy, pas_table
+from baselines.priority import PriorityPolicy
+from baselines.registry import POLICIES, make_policy
+from envs.config import FarmConfig, farm_from_dict
+from envs.observation import (
+    counts_from_occupancy,
+    decode_group_action,
+    hist_offsets,
+    level_offsets,
+    n_actions,
+    obs_size,
+)
+
+# ---------------------------------------------------------------------------------------------
+# helpers shared with test_whittle.py and test_pas_heap.py
+# ---------------------------------------------------------------------------------------------
+
+
+def random_farm(
+    rng: np.random.Generator,
+    n_groups: int | None = None,
+    max_count: int = 4,
+    max_buffer: int = 4,
+    state_dependent: float = 0.0,
+    n_types: int | None = None,
+) -> FarmConfig:
+    """A random farm whose efficiencies tie exactly across groups now and then.
+
+    Rates and power differences are drawn from small dyadic sets so that mu/(eps - eps0) takes few,
+    exactly representable values. ``state_dependent`` is the probability that a group gets
+    non-decreasing per-level rates and powers instead of the on/off model.
+    """
+    K = int(n_groups or rng.integers(2, 6))
+    groups = []
+    for k in range(K):
+        buf = int(rng.integers(1, max_buffer + 1))
+        idle = float(rng.choice([0.0, 0.5, 1.0]))
+        if rng.random() < state_dependent and buf > 1:
+            mu = np.cumsum(rng.choice([0.25, 0.5, 1.0], size=buf))
+            eps = idle + np.cumsum(rng.choice([0.25, 0.5, 1.0, 2.0], size=buf))
+            mu_v, eps_v = [float(x) for x in mu], [float(x) for x in eps]
+        else:
+            mu_v = float(rng.choice([1.0, 2.0, 4.0]))
+            eps_v = idle + float(rng.choice([1.0, 2.0, 4.0]))
+        groups.append(
+            {
+                "name": f"g{k}",
+                "count": int(rng.integers(1, max_count + 1)),
+                "service_rate": mu_v,
+                "busy_power": eps_v,
+                "idle_power": idle,
+                "buffer": buf,
+            }
+        )
+    J = int(n_types or rng.integers(1, 4))
+    types = []
+    for j in range(J):
+        sub = [g["name"] for g in groups if rng.random() < 0.6] or [
+            groups[int(rng.integers(K))]["name"]
+        ]
+        types.append({"name": f"j{j}", "arrival_rate": float(rng.uniform(0.5, 3.0)), "groups": sub})
+    return farm_from_dict({"name": "random", "groups": groups, "job_types": types})
+
+
+def random_occupancy(rng: np.random.Generator, config: FarmConfig) -> np.ndarray:
+    """int64[S] occupancies, biased towards full and empty servers (where rules matter)."""
+    B = config.buffers[config.server_group]
+    occ = rng.integers(0, B + 1)
+    u = rng.random(config.n_servers)
+    occ = np.where(u < 0.25, B, np.where(u < 0.45, 0, occ))
+    return occ.astype(np.int64)
+
+
+def server_obs(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
+    obs = np.zeros(obs_size(config, "server"), dtype=np.float32)
+    obs[: config.n_servers] = occ / config.buffers[config.server_group]
+    obs[config.n_servers + j] = 1.0
+    return obs
+
+
+def group_obs(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
+    counts = counts_from_occupancy(config, occ)
+    off = hist_offsets(config)
+    obs = np.zeros(obs_size(config, "group"), dtype=np.float32)
+    for k, g in enumerate(config.groups):
+        obs[off[k] : off[k + 1]] = counts[k, : g.buffer + 1] / g.count
+    obs[-config.n_job_types + j] = 1.0
+    return obs
+
+
+def valid_server_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
+    return config.server_availability[j] & (occ < config.buffers[config.server_group])
+
+
+def valid_group_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
+    counts = counts_from_occupancy(config, occ)
+    m = np.zeros(n_actions(config, "group"), dtype=bool)
+    off = level_offsets(config)
+    for k, g in enumerate(config.groups):
+        if config.availability[j, k]:
+            m[off[k] : off[k + 1]] = counts[k, : g.buffer] > 0
+    return m
+
+
+def reference_server_choice(
+    table: np.ndarray, config: FarmConfig, occ: np.ndarray, mask: np.ndarray
+) -> int:
+    """Loop form of the simulator's rule: max table[k(s), n_s] over the mask, ties smallest s."""
+    best, best_v = -1, -np.inf
+    for s in np.flatnonzero(mask):
+        v = table[config.server_group[s], occ[s]]
+        if best < 0 or v > best_v:
+            best, best_v = int(s), v
+    return best
+
+
+def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarray) -> int:
+    """Documented group-mode rule: max table[k, b] over the mask; ties smallest k, then highest b."""
+    best, best_key = -1, None
+    for a in np.flatnonzero(mask):
+        k, b = decode_group_action(config, int(a))
+        key = (-table[k, b], k, -b)
+        if best_key is None or key < best_key:
+            best, best_key = int(a), key
+    return best
+
+
+NAMES = [n for n in POLICIES if n != "optimal"]
+
+
+def build(name: str, config: FarmConfig, mode: str = "server", seed: int | None = 0):
+    kw = {"eta": 0.5} if name == "whittle" else {}
+    return make_policy(name, config, action_mode=mode, seed=seed, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes and masks
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["server", "group"])
+@pytest.mark.parametrize("name", NAMES)
+def test_predict_shapes(name: str, mode: str) -> None:
+    rng = np.random.default_rng(1)
+    cfg = random_farm(rng, state_dependent=0.5)
+    pol = build(name, cfg, mode)
+    make_obs = server_obs if mode == "server" else group_obs
+    obs = [
+        make_obs(cfg, random_occupancy(rng, cfg), int(rng.integers(cfg.n_job_types)))
+        for _ in range(5)
+    ]
+    a, state = pol.predict(obs[0])
+    assert state is None
+    assert np.asarray(a).shape == ()
+    assert 0 <= int(a) < n_actions(cfg, mode)
+    acts, _ = pol.predict(np.stack(obs))
+    assert acts.shape == (5,)
+    assert acts.dtype == np.int64
+
+
+@pytest.mark.parametrize("mode", ["server", "group"])
+@pytest.mark.parametrize("name", NAMES)
+def test_masks_always_respected(name: str, mode: str) -> None:
+    rng = np.random.default_rng(2)
+    for _ in range(4):
+        cfg = random_farm(rng, state_dependent=0.3)
+        pol = build(name, cfg, mode)
+        A = n_actions(cfg, mode)
+        for _ in range(40):
+            occ = random_occupancy(rng, cfg)
+            j = int(rng.integers(cfg.n_job_types))
+            obs = server_obs(cfg, occ, j) if mode == "server" else group_obs(cfg, occ, j)
+            valid = (
+                valid_server_mask(cfg, occ, j)
+                if mode == "server"
+                else valid_group_mask(cfg, occ, j)
+            )
+            # a random sub-mask of the valid actions, or an arbitrary non-empty mask
+            mask = valid & (rng.random(A) < 0.5) if rng.random() < 0.5 else rng.random(A) < 0.3
+            if not mask.any():
+                mask[rng.integers(A)] = True
+            a, _ = pol.predict(obs, action_masks=mask)
+            assert mask[int(a)], (name, mode, mask, a)
+            if (mask & valid).any():
+                assert valid[int(a)]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])
+def test_server_mode_matches_reference_rule(name: str) -> None:
+    """Vectorised decisions == loop over servers with the built-in dispatcher's rule."""
+    rng = np.random.default_rng(3)
+    for _ in range(6):
+        cfg = random_farm(rng, state_dependent=0.4, max_count=6)
+        pol = build(name, cfg)
+        assert isinstance(pol, PriorityPolicy)
+        obs, masks, expect = [], [], []
+        for _ in range(60):
+            occ = random_occupancy(rng, cfg)
+            j = int(rng.integers(cfg.n_job_types))
+            valid = valid_server_mask(cfg, occ, j)
+            if not valid.any():
+                continue
+            mask = valid if rng.random() < 0.5 else valid & (rng.random(cfg.n_servers) < 0.7)
+            if not mask.any():
+                mask = valid
+            obs.append(server_obs(cfg, occ, j))
+            masks.append(mask)
+            expect.append(reference_server_choice(pol.priority_table(), cfg, occ, mask))
+        got, _ = pol.predict(np.stack(obs), action_masks=np.stack(masks))
+        np.testing.assert_array_equal(got, expect)
+        # without a mask the policy restricts itself to available non-full servers
+        got_nomask = [int(pol.predict(o)[0]) for o in obs[:10]]
+        for o, a in zip(obs[:10], got_nomask, strict=True):
+            occ = np.rint(o[: cfg.n_servers] * cfg.buffers[cfg.server_group]).astype(int)
+            j = int(np.argmax(o[cfg.n_servers :]))
+            assert a == reference_server_choice(pol.table, cfg, occ, valid_server_mask(cfg, occ, j))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])
+def test_group_mode_matches_documented_rule(name: str) -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        cfg = random_farm(rng, state_dependent=0.4, max_count=5)
+        pol = build(name, cfg, "group")
+        for _ in range(40):
+            occ = random_occupancy(rng, cfg)
+            j = int(rng.integers(cfg.n_job_types))
+            valid = valid_group_mask(cfg, occ, j)
+            if not valid.any():
+                continue
+            a, _ = pol.predict(group_obs(cfg, occ, j), action_masks=valid)
+            assert int(a) == reference_group_choice(pol.priority_table(), cfg, valid)
+
+
+# ---------------------------------------------------------------------------------------------
+# ties and hand-made states
+# ---------------------------------------------------------------------------------------------
+
+
+def two_group_farm(g0: dict, g1: dict, buffer: int = 2, count: int = 2) -> FarmConfig:
+    groups = [
+        {"name": "a", "count": count, "buffer": buffer, **g0},
+        {"name": "b", "count": count, "buffer": buffer, **g1},
+    ]
+    return farm_from_dict(
+        {
+            "name": "hand",
+            "groups": groups,
+            "job_types": [{"name": "x", "arrival_rate": 1.0, "groups": ["a", "b"]}],
+        }
+    )
+
+
+def test_pas_ties_go_to_smallest_index_and_are_deterministic() -> None:
+    # equal efficiency 1 in both groups (different parameters): every non-full server ties
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0},
+        {"service_rate": 2.0, "busy_power": 2.5, "idle_power": 0.5},
+    )
+    pol = PASPolicy(cfg)
+    assert pol.table[0, 0] == pol.table[1, 0]
+    occ = np.array([2, 1, 0, 1])
+    obs = server_obs(cfg, occ, 0)
+    acts = {int(pol.predict(obs)[0]) for _ in range(5)}
+    assert acts == {1}
+    mask = np.array([False, False, True, True])
+    assert int(pol.predict(obs, action_masks=mask)[0]) == 2
+    # group mode: both groups tie, smallest k first, then the highest level (pack)
+    gpol = PASPolicy(cfg, "group")
+    assert decode_group_action(cfg, int(gpol.predict(group_obs(cfg, occ, 0))[0])) == (0, 1)
+
+
+def test_pas_prefers_efficient_group_and_table_values() -> None:
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0},  # eff 1
+        {"service_rate": 2.0, "busy_power": 3.0, "idle_power": 1.0},  # eff 1
+    )
+    np.testing.assert_array_equal(pas_table(cfg), [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 3.0, "idle_power": 1.0},  # eff 0.5
+        {"service_rate": 4.0, "busy_power": 3.0, "idle_power": 1.0},  # eff 2
+    )
+    pol = PASPolicy(cfg)
+    np.testing.assert_array_equal(pol.table, [[0.5] * 3, [2.0] * 3])
+    assert int(pol.predict(server_obs(cfg, np.array([0, 0, 1, 0]), 0))[0]) == 2  # packs server 2
+    assert int(pol.predict(server_obs(cfg, np.array([0, 0, 2, 2]), 0))[0]) == 0
+    assert not pol.table.flags.writeable
+
+
+def test_jsq_picks_fewest_jobs() -> None:
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0},
+        {"service_rate": 4.0, "busy_power": 3.0, "idle_power": 1.0},
+        buffer=3,
+    )
+    pol = make_policy("jsq", cfg)
+    assert int(pol.predict(server_obs(cfg, np.array([2, 1, 3, 1]), 0))[0]) == 1
+    assert int(pol.predict(server_obs(cfg, np.array([2, 3, 0, 0]), 0))[0]) == 2
+    g = make_policy("jsq", cfg, action_mode="group")
+    assert decode_group_action(
+        cfg, int(g.predict(group_obs(cfg, np.array([2, 1, 3, 1]), 0))[0])
+    ) == (0, 1)
+
+
+def test_meesf_uses_busy_power_only() -> None:
+    # a: mu/eps = 0.5 (PAS eff 0.5); b: mu/eps = 1/3 (PAS eff 2, large idle power)
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 0.0},
+        {"service_rate": 1.0, "busy_power": 3.0, "idle_power": 2.5},
+    )
+    obs = server_obs(cfg, np.array([0, 0, 0, 0]), 0)
+    assert int(make_policy("meesf", cfg).predict(obs)[0]) == 0
+    assert int(make_policy("pas", cfg).predict(obs)[0]) == 2
+
+
+def test_meesf_state_dependent_uses_level_after_acceptance() -> None:
+    cfg = two_group_farm(
+        {"service_rate": [1.0, 3.0], "busy_power": [2.0, 4.0], "idle_power": 0.0},  # 0.5, 0.75
+        {"service_rate": 2.0, "busy_power": 3.0, "idle_power": 0.0},  # 0.667
+    )
+    pol = make_policy("meesf", cfg)
+    np.testing.assert_allclose(pol.table[0], [0.5, 0.75, 0.75])
+    assert int(pol.predict(server_obs(cfg, np.array([0, 0, 0, 0]), 0))[0]) == 2
+    assert int(pol.predict(server_obs(cfg, np.array([0, 1, 0, 0]), 0))[0]) == 1
+
+
+def test_slowest_first() -> None:
+    cfg = two_group_farm(
+        {"service_rate": 4.0, "busy_power": 5.0, "idle_power": 1.0},
+        {"service_rate": [0.5, 2.0], "busy_power": [2.0, 3.0], "idle_power": 1.0},  # peak 2 < 4
+    )
+    pol = make_policy("slowest", cfg)
+    assert int(pol.predict(server_obs(cfg, np.array([0, 0, 1, 0]), 0))[0]) == 2
+    assert int(pol.predict(server_obs(cfg, np.array([0, 0, 2, 2]), 0))[0]) == 0
+
+
+def test_first_fit() -> None:
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0},
+        {"service_rate": 4.0, "busy_power": 3.0, "idle_power": 1.0},
+    )
+    pol = make_policy("first-fit", cfg)
+    assert int(pol.predict(server_obs(cfg, np.array([2, 2, 0, 1]), 0))[0]) == 2
+    assert int(pol.predict(server_obs(cfg, np.array([1, 0, 0, 0]), 0))[0]) == 0
+
+
+def test_availability_restricts_choice() -> None:
+    cfg = farm_from_dict(
+        {
+            "name": "avail",
+            "groups": [
+                {
+                    "name": "a",
+                    "count": 2,
+                    "service_rate": 4.0,
+                    "busy_power": 2.0,
+                    "idle_power": 1.0,
+                    "buffer": 1,
+                },
+                {
+                    "name": "b",
+                    "count": 2,
+                    "service_rate": 1.0,
+                    "busy_power": 2.0,
+                    "idle_power": 1.0,
+                    "buffer": 1,
+                },
+            ],
+            "job_types": [
+                {"name": "x", "arrival_rate": 1.0, "groups": ["a", "b"]},
+                {"name": "y", "arrival_rate": 1.0, "groups": ["b"]},
+            ],
+        }
+    )
+    pol = PASPolicy(cfg)
+    occ = np.zeros(4, dtype=np.int64)
+    assert int(pol.predict(server_obs(cfg, occ, 0))[0]) == 0
+    assert int(pol.predict(server_obs(cfg, occ, 1))[0]) == 2
+
+
+def test_price_aware_pas() -> None:
+    cfg = farm_from_dict(
+        {
+            "name": "prices",
+            "groups": [
+                {"name": "a", "count": 1, "service_rate": 2.0, "busy_power": 2.0, "idle_power": 1.0,
+                 "buffer": 1, "price": [1.0, 4.0]},  # eff 2: 2 then 0.5 per money
+                {"name": "b", "count": 1, "service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0,
+                 "buffer": 1, "price": [1.0, 1.0]},  # eff 1
+            ],
+            "job_types": [{"name": "x", "arrival_rate": [1.0, 1.0], "groups": ["a", "b"]}],
+        }
+    )  # fmt: skip
+    obs = server_obs(cfg, np.zeros(2, dtype=np.int64), 0)
+    assert int(PriceAwarePASPolicy(cfg).predict(obs)[0]) == 0
+    p1 = make_policy("pas-price", cfg, interval=1)
+    np.testing.assert_array_equal(p1.table[:, 0], [0.5, 1.0])
+    assert int(p1.predict(obs)[0]) == 1
+    with pytest.raises(ValueError, match="interval"):
+        PriceAwarePASPolicy(cfg, interval=2)
+
+
+def test_random_is_uniform_over_valid_servers() -> None:
+    cfg = two_group_farm(
+        {"service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0},
+        {"service_rate": 4.0, "busy_power": 3.0, "idle_power": 1.0},
+        count=3,
+    )
+    occ = np.array([2, 0, 1, 2, 1, 0])  # servers 0 and 3 full
+    pol = RandomPolicy(cfg, seed=0)
+    n = 8000
+    acts = pol.predict(np.repeat(server_obs(cfg, occ, 0)[None], n, axis=0))[0]
+    counts = np.bincount(acts, minlength=6)
+    assert counts[0] == counts[3] == 0
+    # binomial(n, 1/4) per valid server: 5 sigma
+    p = 0.25
+    assert np.all(np.abs(counts[[1, 2, 4, 5]] - n * p) < 5 * np.sqrt(n * p * (1 - p)))
+    # group mode: (k, b) drawn with probability m_{k,b} / #valid servers
+    gpol = RandomPolicy(cfg, "group", seed=1)
+    gacts = gpol.predict(np.repeat(group_obs(cfg, occ, 0)[None], n, axis=0))[0]
+    pairs = [decode_group_action(cfg, int(a)) for a in gacts]
+    freq = {pq: pairs.count(pq) for pq in set(pairs)}
+    expect = {(0, 0): 0.25, (0, 1): 0.25, (1, 0): 0.25, (1, 1): 0.25}
+    assert set(freq) == set(expect)
+    for pq, pr in expect.items():
+        assert abs(freq[pq] - n * pr) < 5 * np.sqrt(n * pr * (1 - pr))
+    # reproducible with a seed
+    a1 = RandomPolicy(cfg, seed=7).predict(np.repeat(server_obs(cfg, occ, 0)[None], 50, axis=0))[0]
+    a2 = RandomPolicy(cfg, seed=7).predict(np.repeat(server_obs(cfg, occ, 0)[None], 50, axis=0))[0]
+    np.testing.assert_array_equal(a1, a2)
+
+
+# ---------------------------------------------------------------------------------------------
+# registry and validation
+# ---------------------------------------------------------------------------------------------
+
+
+def test_registry_names_and_errors() -> None:
+    expected = {
+        "pas",
+        "pas-price",
+        "whittle",
+        "random",
+        "jsq",
+        "meesf",
+        "slowest",
+        "first-fit",
+        "optimal",
+    }
+    assert expected <= set(POLICIES)
+    cfg = random_farm(np.random.default_rng(5))
+    with pytest.raises(ValueError, match=r"unknown policy 'nope'.*first-fit.*pas"):
+        make_policy("nope", cfg)
+    for name in NAMES:
+        pol = build(name, cfg)
+        assert pol.name == name
+        assert pol.builtin == ("random" if name == "random" else "priority")
+    with pytest.raises(ValueError, match="action_mode"):
+        make_policy("pas", cfg, action_mode="bogus")
+
+
+def test_make_policy_accepts_a_dict() -> None:
+    cfg = random_farm(np.random.default_rng(6))
+    pol = make_policy("pas", cfg.to_dict())
+    np.testing.assert_array_equal(pol.table, pas_table(cfg))
+
+
+def test_priority_table_validation() -> None:
+    cfg = random_farm(np.random.default_rng(7))
+    with pytest.raises(ValueError, match="shape"):
+        PriorityPolicy(cfg, table=np.zeros((cfg.n_groups, cfg.max_buffer)))
+    bad = np.zeros((cfg.n_groups, cfg.max_buffer + 1))
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        PriorityPolicy(cfg, table=bad)
+    with pytest.raises(ValueError, match="table"):
+        PriorityPolicy(cfg)
