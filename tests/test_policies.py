@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -483,3 +485,25 @@ def test_priority_table_validation() -> None:
         PriorityPolicy(cfg, table=bad)
     with pytest.raises(ValueError, match="table"):
         PriorityPolicy(cfg)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("envs.simulator") is None, reason="needs envs.simulator"
+)
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])
+def test_server_mode_equals_simulator_builtin(name: str) -> None:
+    """Stepping the simulator with predict() reproduces its built-in priority run epoch by epoch."""
+    from envs.simulator import FarmSimulator
+
+    rng = np.random.default_rng(20)
+    for _ in range(3):
+        cfg = random_farm(rng, state_dependent=0.4)
+        pol = build(name, cfg)
+        builtin, stepped = FarmSimulator(cfg, seed=11), FarmSimulator(cfg, seed=11)
+        for _ in range(200):
+            builtin.run(1, policy="priority", table=pol.priority_table())
+            j = stepped.next_epoch()
+            obs = server_obs(cfg, stepped.occ, j)
+            stepped.assign(int(pol.predict(obs, action_masks=stepped.server_mask(j))[0]))
+            np.testing.assert_array_equal(stepped.occ, builtin.occ)
+        assert stepped.stats().work == builtin.stats().work

@@ -267,3 +267,33 @@ def test_fixed_point_with_simulator_matches_pas_on_on_off_farm() -> None:
     pol = WhittlePolicy(cfg, n_epochs=20_000, sim_seed=3)
     assert len(pol.iterations) == 1
     assert pol.eta == simulated_efficiency(cfg, pas_table(cfg), n_epochs=20_000, seed=3)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("baselines.ctmc") is None, reason="needs baselines.ctmc"
+)
+def test_exact_ctmc_whittle_equals_pas_reference_and_beats_pas_when_state_dependent() -> None:
+    from baselines.ctmc import evaluate_policy
+
+    # reference-farms.yaml "tiny": exact PAS efficiency from an independent solver
+    tiny = farm_from_dict(
+        {
+            "name": "tiny",
+            "groups": [
+                {"name": "slow", "count": 2, "service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0, "buffer": 3},
+                {"name": "fast", "count": 2, "service_rate": 2.0, "busy_power": 5.0, "idle_power": 1.0, "buffer": 3},
+            ],
+            "job_types": [
+                {"name": "web", "arrival_rate": 1.5, "groups": ["slow", "fast"]},
+                {"name": "gpu", "arrival_rate": 1.0, "groups": ["fast"]},
+            ],
+        }
+    )  # fmt: skip
+    eff = evaluate_policy(tiny, WhittlePolicy(tiny, eta=0.3).priority_table()).efficiency
+    assert eff == pytest.approx(0.3273379092816369, rel=1e-12)
+    # speed-scaling farm: the level-aware index uses group b's efficient first level; PAS does not
+    for lam in (0.3, 1.0, 4.0):
+        cfg = sd_farm(lam)
+        pas = evaluate_policy(cfg, pas_table(cfg)).efficiency
+        whittle = evaluate_policy(cfg, WhittlePolicy(cfg, eta=0.5).priority_table()).efficiency
+        assert whittle > 1.02 * pas, (lam, whittle, pas)
