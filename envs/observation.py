@@ -12,6 +12,10 @@ Two action modes (see ``ServerFarmEnv``):
     then the one-hot job type. Action ``Discrete(sum_k B_k)``: index ``level_offsets[k] + b`` means
     "a server of group k currently holding b < B_k jobs". By exchangeability of a group's servers
     this loses no optimality, and neither space grows with the number of servers.
+
+Time-varying scenarios (``config.is_time_varying``) insert a one-hot of the current interval of the
+arrival-rate / price schedule (``n_intervals`` entries) just before the job-type one-hot, so the
+job type is always the last J entries.
 """
 
 from __future__ import annotations
@@ -39,10 +43,14 @@ def level_offsets(config: FarmConfig) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(config.buffers)]).astype(np.int64)
 
 
+def n_interval_features(config: FarmConfig) -> int:
+    """Length of the interval one-hot (0 for scenarios constant in time)."""
+    return config.n_intervals if config.is_time_varying else 0
+
+
 def obs_size(config: FarmConfig, mode: str) -> int:
-    if mode == "server":
-        return config.n_servers + config.n_job_types
-    return int(hist_offsets(config)[-1]) + config.n_job_types
+    state = config.n_servers if mode == "server" else int(hist_offsets(config)[-1])
+    return state + n_interval_features(config) + config.n_job_types
 
 
 def n_actions(config: FarmConfig, mode: str) -> int:
@@ -63,6 +71,15 @@ def decode_group_action(config: FarmConfig, action: int) -> tuple[int, int]:
 
 def decode_job_type(config: FarmConfig, obs: np.ndarray) -> int:
     return int(np.argmax(obs[-config.n_job_types :]))
+
+
+def decode_interval(config: FarmConfig, obs: np.ndarray) -> int:
+    """Current schedule interval from an observation (0 for scenarios constant in time)."""
+    n = n_interval_features(config)
+    if n == 0:
+        return 0
+    J = config.n_job_types
+    return int(np.argmax(obs[len(obs) - J - n : len(obs) - J]))
 
 
 def decode_server_obs(config: FarmConfig, obs: np.ndarray) -> tuple[np.ndarray, int]:

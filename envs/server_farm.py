@@ -13,7 +13,14 @@ from gymnasium import spaces
 
 from envs import kernels as kn
 from envs.config import FarmConfig, load_scenario
-from envs.observation import check_action_mode, hist_offsets, level_offsets, n_actions, obs_size
+from envs.observation import (
+    check_action_mode,
+    hist_offsets,
+    level_offsets,
+    n_actions,
+    n_interval_features,
+    obs_size,
+)
 from envs.simulator import FarmSimulator
 
 INVALID_ACTION_MODES = ("fallback", "raise")
@@ -58,6 +65,7 @@ class ServerFarmEnv(gym.Env):
     |--------|----------------------------|----------------------------------------------------|
     | server | ``0 .. S-1``               | occupancy of server s divided by its buffer B_k     |
     | group  | ``hist_offsets[k] + b``    | share of group-k servers holding b jobs, b=0..B_k   |
+    | both   | next ``n_intervals``       | one-hot current interval (time-varying scenarios)   |
     | both   | last J entries             | one-hot type of the arriving job                    |
 
     ## Rewards
@@ -176,6 +184,7 @@ class ServerFarmEnv(gym.Env):
         self._level_offsets = loff
         self._obs = np.zeros(self.observation_space.shape, np.float32)
         self._obs_base = S if action_mode == "server" else self._n_hist
+        self._n_iv = n_interval_features(config)
         del K, J
 
         # running eta: exponentially weighted work and energy, seeded with PAS's efficiency
@@ -235,7 +244,9 @@ class ServerFarmEnv(gym.Env):
                 self.sim.level_counts[self._hist_rows, self._hist_cols] * self._hist_inv
             )
         obs[self._obs_base :] = 0.0
-        obs[self._obs_base + self._job] = 1.0
+        if self._n_iv:
+            obs[self._obs_base + self.sim.interval] = 1.0
+        obs[self._obs_base + self._n_iv + self._job] = 1.0
         return obs.copy()
 
     def _get_info(self, work: float, energy: float, invalid: bool) -> dict[str, Any]:
