@@ -176,6 +176,9 @@ class FarmConfig:
     job_size: JobSizeConfig = field(default_factory=JobSizeConfig)
     interval_length: float = 1.0
     description: str = ""
+    #: the ``envs.geo.GeoConfig`` this farm was built from (``GeoConfig.to_farm``), else None;
+    #: geo-aware policies (PDR+PAS) read it
+    geo: Any = field(default=None, compare=False, repr=False)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -533,23 +536,35 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
 
 
 def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig) -> FarmConfig:
-    """Load a scenario from a preset name, a YAML/JSON file path, a dict, or a FarmConfig."""
+    """Load a scenario from a preset name, a YAML/JSON file path, a dict, or a FarmConfig.
+
+    Geo scenarios (``envs.geo``: presets such as ``"geo-us-eu"``, files or dicts with ``clusters``)
+    are accepted too and turned into their farm by ``GeoConfig.to_farm()``; the farm's ``geo``
+    field keeps the geo config for geo-aware policies.
+    """
     if isinstance(spec, FarmConfig):
         return spec
     if isinstance(spec, Mapping):
-        return farm_from_dict(spec)
+        return _geo_farm(spec) if "clusters" in spec else farm_from_dict(spec)
+    if type(spec).__name__ == "GeoConfig":
+        return _geo_farm(spec)
     if not isinstance(spec, (str, Path)):
         raise ConfigError(
             f"scenario: expected a preset name, a file path, a dict or a FarmConfig, got {type(spec).__name__}"
         )
     from envs.scenarios import PRESETS, load_preset
 
+    from envs.geo import geo_presets
+
     if isinstance(spec, str) and spec in PRESETS:
         return load_preset(spec)
     path = Path(spec)
+    if isinstance(spec, str) and not path.is_file() and spec in geo_presets():
+        return _geo_farm(spec)
     if not path.is_file():
         raise ConfigError(
-            f"scenario: {str(spec)!r} is neither a preset ({sorted(PRESETS)}) nor an existing file"
+            f"scenario: {str(spec)!r} is neither a preset ({sorted(PRESETS)}), a geo preset "
+            f"({geo_presets()}) nor an existing file"
         )
     text = path.read_text()
     if path.suffix.lower() == ".json":
@@ -560,4 +575,14 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig) -> FarmConf
         data = yaml.safe_load(text)
     if not isinstance(data, Mapping):
         raise ConfigError(f"scenario file {path}: top level must be a mapping")
-    return farm_from_dict(data)
+    return _geo_farm(data) if "clusters" in data else farm_from_dict(data)
+
+
+def _geo_farm(spec: Any) -> FarmConfig:
+    """The farm of a geo scenario (see ``envs.geo``), remembering the geo config it came from."""
+    from dataclasses import replace
+
+    from envs.geo import load_geo_scenario
+
+    geo = load_geo_scenario(spec)
+    return replace(geo.to_farm(), geo=geo)
