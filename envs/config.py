@@ -552,9 +552,8 @@ def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig) -> FarmConf
         raise ConfigError(
             f"scenario: expected a preset name, a file path, a dict or a FarmConfig, got {type(spec).__name__}"
         )
-    from envs.scenarios import PRESETS, load_preset
-
     from envs.geo import geo_presets
+    from envs.scenarios import PRESETS, load_preset
 
     if isinstance(spec, str) and spec in PRESETS:
         return load_preset(spec)
