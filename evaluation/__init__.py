@@ -1,0 +1,86 @@
+"""Evaluation harness: replications with common random numbers, Student-t intervals, gaps to PAS /
+the exact optimum / the relaxation bound, local process pools and Ray. See docs/evaluation.md.
+
+Quick use::
+
+    from evaluation import evaluate, format_table
+    report = evaluate("tiny", ["pas", "jsq", "random"], replications=10, horizon=100_000)
+    print(format_table(report))
+"""
+
+from evaluation.harness import (
+    DEFAULT_POLICIES,
+    EvaluationPlan,
+    default_warmup,
+    evaluate,
+    evaluate_and_write,
+    plan_evaluation,
+    reference_values,
+    summarize_plan,
+    sweep,
+    sweep_and_write,
+)
+from evaluation.parallel import default_workers, run_units
+from evaluation.report import (
+    atomic_open,
+    atomic_write,
+    check_output_paths,
+    format_sweep_table,
+    format_table,
+    plot_efficiency,
+    plot_sweep,
+    to_json,
+    write_outputs,
+    write_sweep_outputs,
+)
+from evaluation.rollout import (
+    RolloutResult,
+    WorkUnit,
+    register_policy_resolver,
+    replication_seeds,
+    resolve_policy,
+    rollout,
+    run_unit,
+    simulate_builtin,
+    valid_policy_names,
+)
+from evaluation.stats import gap_pct, mean_ci, paired_gap_pct, shortfall_pct, summarize
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "EvaluationPlan",
+    "RolloutResult",
+    "WorkUnit",
+    "atomic_open",
+    "atomic_write",
+    "check_output_paths",
+    "default_warmup",
+    "default_workers",
+    "evaluate",
+    "evaluate_and_write",
+    "format_sweep_table",
+    "format_table",
+    "gap_pct",
+    "mean_ci",
+    "paired_gap_pct",
+    "plan_evaluation",
+    "plot_efficiency",
+    "plot_sweep",
+    "reference_values",
+    "register_policy_resolver",
+    "replication_seeds",
+    "resolve_policy",
+    "rollout",
+    "run_unit",
+    "run_units",
+    "shortfall_pct",
+    "simulate_builtin",
+    "summarize",
+    "summarize_plan",
+    "sweep",
+    "sweep_and_write",
+    "to_json",
+    "valid_policy_names",
+    "write_outputs",
+    "write_sweep_outputs",
+]

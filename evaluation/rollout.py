@@ -1,0 +1,378 @@
+"""One replication of one policy: the measurement window, the two simulation routes, and the
+deterministic work unit that the local pool and Ray both execute.
+
+Measurement window (both routes)
+--------------------------------
+A replication with seed ``s`` starts from an empty farm whose single random stream is seeded with
+``s``. The policy itself dispatches ``warmup`` decision epochs (discarded: the transient from the
+empty farm), then ``horizon`` more; the statistics are those between the (warmup+1)-th and the
+(warmup+horizon+1)-th decision epoch (both taken at the arrival instant, before the decision).
+Blocked arrivals are not decision epochs but are counted in the blocking probabilities.
+
+Routes
+------
+* **built-in** (``policy.builtin`` is ``"priority"`` or ``"random"``, action mode ``"server"``):
+  :meth:`envs.simulator.FarmSimulator.run` with the policy's priority table, at compiled speed.
+* **env** (everything else: the exact optimum, PPO, your own object with a ``predict`` method):
+  the policy is stepped through :class:`envs.server_farm.ServerFarmEnv` with
+  ``predict(obs, action_masks=env.action_masks(), deterministic=True)``.
+
+Both routes read efficiency, throughput, power and blocking from the simulator's own counters
+(``SimStats``), never from the RL return. The env seeds its simulator exactly as
+``FarmSimulator(config, seed=s)`` does and the window is the same, so a priority policy gives the
+same numbers on both routes (bit-identical on the tiny preset; equal to the last few ulps where the
+two routes sum the energy integral in a different order); ``tests/test_evaluate.py`` checks this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.config import FarmConfig, load_scenario
+from envs.server_farm import ServerFarmEnv
+from envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
+
+__all__ = [
+    "RolloutResult",
+    "WorkUnit",
+    "check_policy_names",
+    "is_baseline",
+    "policy_route",
+    "register_policy_resolver",
+    "replication_seeds",
+    "resolve_policy",
+    "rollout",
+    "run_unit",
+    "simulate_builtin",
+    "valid_policy_names",
+]
+
+#: prefix -> loader(argument, config, action_mode, seed) for policy names of the form
+#: ``"prefix:argument"`` (e.g. ``"ppo:runs/tiny/best_model.zip"``).
+PolicyResolver = Callable[[str, FarmConfig, str, "int | None"], Any]
+
+
+def _load_ppo(path: str, config: FarmConfig, action_mode: str, seed: int | None) -> Any:
+    # imported lazily: torch and sb3 are optional ("train" extra) and slow to import
+    try:
+        from agents.ppo import PPOAgent
+    except ImportError as err:
+        raise ValueError(
+            f"policy 'ppo:{path}': cannot import agents.ppo.PPOAgent ({err}); "
+            'install the training extra: pip install -e ".[train]"'
+        ) from err
+    try:
+        agent = PPOAgent.load(path)
+    except FileNotFoundError as err:
+        raise ValueError(f"policy 'ppo:{path}': {err}") from err
+    agent_cfg = getattr(agent, "config", None)
+    if isinstance(agent_cfg, FarmConfig) and agent_cfg.to_dict() != config.to_dict():
+        warnings.warn(
+            f"policy 'ppo:{path}' was trained on scenario {agent_cfg.name!r}, evaluated on "
+            f"{config.name!r}; the spaces match but the farms differ",
+            stacklevel=2,
+        )
+    return agent
+
+
+_RESOLVERS: dict[str, PolicyResolver] = {"ppo": _load_ppo}
+
+
+def register_policy_resolver(prefix: str, loader: PolicyResolver) -> None:
+    """Make ``"prefix:ARG"`` a valid policy name everywhere in the harness (and the CLI, if the
+    registration happens at import time of a module the CLI imports).
+
+    ``loader(arg, config, action_mode, seed)`` must return an object with
+    ``predict(obs, action_masks=..., deterministic=...)``. It must be a deterministic function of
+    its arguments and, for process pools and Ray, importable by name (a module-level function).
+    """
+    if not prefix or ":" in prefix or not prefix.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"prefix: must be a non-empty word without ':', got {prefix!r}")
+    _RESOLVERS[prefix] = loader
+
+
+def valid_policy_names() -> list[str]:
+    """Registered baseline names plus the ``prefix:ARG`` forms."""
+    from baselines.registry import POLICIES
+
+    return sorted(POLICIES) + [f"{p}:PATH" for p in sorted(_RESOLVERS)]
+
+
+def is_baseline(name: str) -> bool:
+    """True for a name of ``baselines.registry.POLICIES``."""
+    from baselines.registry import POLICIES
+
+    # iterate the keys: ``in`` on the lazy registry would import the entry (e.g. the optimum)
+    return name in set(POLICIES)
+
+
+def check_policy_names(specs: Any) -> None:
+    """Raise ValueError (listing the valid names) if any string in ``specs`` is not a policy name."""
+    for spec in specs:
+        if not isinstance(spec, str):
+            continue
+        prefix, sep, arg = spec.partition(":")
+        if not (is_baseline(spec) or (sep and prefix in _RESOLVERS and arg)):
+            raise ValueError(
+                f"policy: unknown policy {spec!r}; valid policies are {valid_policy_names()}"
+            )
+
+
+def resolve_policy(
+    spec: str | Any, config: FarmConfig, action_mode: str = "server", seed: int | None = None
+) -> Any:
+    """Build the policy named ``spec`` for ``config`` (or return ``spec`` if it already has a
+    ``predict`` method).
+
+    Names: a registered baseline (``baselines.registry.POLICIES``, built by ``make_policy``) or
+    ``prefix:ARG`` with a registered resolver (``ppo:PATH`` loads a trained agent).
+
+    Raises:
+        ValueError: unknown name (the message lists the valid ones).
+    """
+    if not isinstance(spec, str):
+        if callable(getattr(spec, "predict", None)):
+            return spec
+        raise ValueError(
+            f"policy: expected a name or an object with a predict() method, got {type(spec).__name__}"
+        )
+    from baselines.registry import make_policy
+
+    if is_baseline(spec):
+        return make_policy(spec, config, action_mode=action_mode, seed=seed)
+    prefix, sep, arg = spec.partition(":")
+    if sep and prefix in _RESOLVERS:
+        if not arg:
+            raise ValueError(
+                f"policy {spec!r}: give an argument after '{prefix}:', e.g. {prefix}:PATH"
+            )
+        return _RESOLVERS[prefix](arg, config, action_mode, seed)
+    raise ValueError(f"policy: unknown policy {spec!r}; valid policies are {valid_policy_names()}")
+
+
+def policy_route(policy: Any, use_builtin: bool = True) -> tuple[str | None, np.ndarray | None]:
+    """(built-in dispatcher, table) to simulate ``policy`` at compiled speed, or (None, None) to
+    roll it out through the env.
+
+    The built-in dispatchers implement the *server-mode* decision rule, so a policy whose
+    ``action_mode`` is ``"group"`` is rolled out (its tie-breaking differs, see baselines.priority).
+    """
+    kind = getattr(policy, "builtin", None)
+    if not use_builtin or kind not in BUILTIN_POLICIES:
+        return None, None
+    if getattr(policy, "action_mode", "server") != "server":
+        return None, None
+    if kind == "priority":
+        return kind, np.array(policy.priority_table(), dtype=np.float64)
+    return kind, None
+
+
+def replication_seeds(seed: int, replications: int) -> list[int]:
+    """Seed of each replication: ``SeedSequence(seed, spawn_key=(r,))`` reduced to a 63-bit int.
+
+    Deterministic in (seed, r), independent streams across r (the SeedSequence construction), and
+    shared by every policy: common random numbers.
+    """
+    if replications < 1:
+        raise ValueError(f"replications: must be >= 1, got {replications}")
+    out = []
+    for r in range(replications):
+        w = np.random.SeedSequence(int(seed), spawn_key=(r,)).generate_state(2, dtype=np.uint32)
+        out.append(int(w[0]) << 31 | int(w[1]) >> 1)
+    return out
+
+
+def _policy_seed(seed: int) -> int:
+    """Seed of the policy's own generator in a replication (randomised predict() policies)."""
+    return int(np.random.SeedSequence(int(seed), spawn_key=(1,)).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    """Statistics of one measurement window; ``route`` is ``"builtin:<kind>"`` or ``"env"``."""
+
+    stats: SimStats
+    route: str
+    invalid_actions: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        st = self.stats
+        return {
+            "efficiency": st.efficiency,
+            "throughput": st.throughput,
+            "power": st.power,
+            "cost_efficiency": st.cost_efficiency,
+            "blocking": st.blocking,
+            "blocking_per_type": [float(x) for x in st.blocking_per_type],
+            "time": st.time,
+            "epochs": int(st.epochs),
+            "arrivals": int(st.arrivals.sum()),
+            "route": self.route,
+            "invalid_actions": int(self.invalid_actions),
+        }
+
+
+def _check_window(horizon: int, warmup: int) -> None:
+    if int(horizon) != horizon or horizon < 1:
+        raise ValueError(
+            f"horizon: must be a positive integer number of decision epochs, got {horizon}"
+        )
+    if int(warmup) != warmup or warmup < 0:
+        raise ValueError(f"warmup: must be an integer >= 0 (decision epochs), got {warmup}")
+
+
+def simulate_builtin(
+    config: FarmConfig,
+    builtin: str,
+    horizon: int,
+    warmup: int = 0,
+    seed: int = 0,
+    table: np.ndarray | None = None,
+) -> RolloutResult:
+    """One replication with a built-in dispatcher of the compiled simulator (see module doc)."""
+    _check_window(horizon, warmup)
+    if builtin not in BUILTIN_POLICIES:
+        raise ValueError(
+            f"builtin: unknown dispatcher {builtin!r}; choose one of {list(BUILTIN_POLICIES)}"
+        )
+    sim = FarmSimulator(config, seed=int(seed))
+    if warmup:
+        sim.run(int(warmup), builtin, table)
+    # Stop *at* the next arrival so the window starts where the env route's does (the env always
+    # sits at a pending decision). That one decision is made here with the built-in's own rule.
+    j = sim.next_epoch()
+    start = sim.stats()
+    mask = sim.server_mask(j)
+    if builtin == "priority":
+        score = np.where(mask, np.asarray(table)[config.server_group, sim.occ], -np.inf)
+        server = int(np.argmax(score))  # first maximum: ties to the smallest server index
+    else:
+        cand = np.flatnonzero(mask)
+        server = int(cand[sim.rng.integers(cand.size)])
+    sim.assign(server)
+    if horizon > 1:
+        sim.run(int(horizon) - 1, builtin, table)
+    sim.next_epoch()
+    return RolloutResult(sim.stats() - start, f"builtin:{builtin}")
+
+
+def rollout(
+    policy: Any,
+    scenario: FarmConfig | str | Any,
+    horizon: int,
+    warmup: int = 0,
+    seed: int = 0,
+    action_mode: str | None = None,
+    deterministic: bool = True,
+) -> RolloutResult:
+    """One replication of any object with ``predict(obs, action_masks=..., deterministic=...)``
+    through :class:`~envs.server_farm.ServerFarmEnv` (see the module doc for the window).
+
+    Args:
+        policy: the dispatcher; its ``action_mode`` attribute (if any) picks the env's encoding.
+        scenario: FarmConfig, preset name, path or dict.
+        horizon, warmup: decision epochs measured, and dispatched before measuring.
+        seed: seeds the env (and so the simulator's random stream).
+        action_mode: ``"server"``/``"group"``; default the policy's own, else ``"server"``.
+        deterministic: passed to ``predict``.
+
+    Masked actions are not executed: the env sends such a job where PAS would, and the count is
+    returned as ``invalid_actions`` (a correct masked policy has 0).
+    """
+    _check_window(horizon, warmup)
+    config = load_scenario(scenario)
+    mode = action_mode or getattr(policy, "action_mode", None) or "server"
+    # fixed eta: the reward is irrelevant here and a running eta costs a probe simulation
+    env = ServerFarmEnv(config, action_mode=mode, reward_eta=0.0, invalid_action="fallback")
+    obs, _ = env.reset(seed=int(seed))
+    invalid = 0
+    start = None
+    for t in range(int(warmup) + int(horizon)):
+        if t == warmup:
+            start = env.sim.stats()
+            invalid = 0
+        action, _ = policy.predict(
+            obs, action_masks=env.action_masks(), deterministic=deterministic
+        )
+        obs, _, _, _, info = env.step(int(np.asarray(action).reshape(-1)[0]))
+        invalid += bool(info["invalid_action"])
+    assert start is not None
+    return RolloutResult(env.sim.stats() - start, "env", invalid)
+
+
+# ---------------------------------------------------------------------------------------------
+# work units
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkUnit:
+    """One (policy, replication): a pure function of its fields, whoever runs it.
+
+    ``spec`` is a policy name (rebuilt in the worker, cached per process) or a picklable policy
+    object; ``builtin``/``table`` (from :func:`policy_route`, computed once by the planner) select
+    the compiled route.
+    """
+
+    config: FarmConfig
+    label: str
+    spec: Any
+    replication: int
+    seed: int
+    horizon: int
+    warmup: int
+    action_mode: str = "server"
+    builtin: str | None = None
+    table: np.ndarray | None = None
+    deterministic: bool = True
+
+    def lean(self) -> WorkUnit:
+        """The same unit with a config stripped of its cached derived arrays (cheaper to pickle;
+        the worker recomputes them deterministically)."""
+        return dataclasses.replace(self, config=dataclasses.replace(self.config))
+
+
+# per-process cache: a worker builds each (config, policy, mode) once, not once per replication
+_POLICY_CACHE: dict[tuple[Any, ...], Any] = {}
+
+
+def _cached_policy(unit: WorkUnit) -> Any:
+    if not isinstance(unit.spec, str):
+        return unit.spec
+    key = (unit.config, unit.spec, unit.action_mode)
+    if key not in _POLICY_CACHE:
+        if len(_POLICY_CACHE) > 32:
+            _POLICY_CACHE.clear()
+        _POLICY_CACHE[key] = resolve_policy(unit.spec, unit.config, unit.action_mode)
+    return _POLICY_CACHE[key]
+
+
+def run_unit(unit: WorkUnit) -> dict[str, Any]:
+    """Execute one work unit; returns the replication's statistics (plain, JSON-ready values)
+    plus ``wall_s`` (the only non-deterministic field)."""
+    t0 = time.perf_counter()
+    if unit.builtin is not None:
+        res = simulate_builtin(
+            unit.config, unit.builtin, unit.horizon, unit.warmup, unit.seed, unit.table
+        )
+    else:
+        policy = _cached_policy(unit)
+        # a cached policy's own generator is reseeded per replication, so results do not depend
+        # on which units a worker happened to run before
+        if callable(getattr(policy, "reset", None)) and hasattr(policy, "rng"):
+            policy.reset(seed=_policy_seed(unit.seed))
+        # a policy that carries its own encoding (a PPO agent, a Policy) is rolled out in it
+        mode = getattr(policy, "action_mode", None) or unit.action_mode
+        res = rollout(
+            policy, unit.config, unit.horizon, unit.warmup, unit.seed,
+            action_mode=mode, deterministic=unit.deterministic,
+        )  # fmt: skip
+    out = {"policy": unit.label, "replication": unit.replication, "seed": unit.seed}
+    out.update(res.as_dict())
+    out["wall_s"] = time.perf_counter() - t0
+    return out
