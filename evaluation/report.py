@@ -201,6 +201,8 @@ def format_table(report: Mapping[str, Any]) -> str:
             ]
         )
     out = "\n".join(head) + "\n\n" + _grid(header, rows)
+    for w in report.get("warnings", []):
+        out += f"\nwarning: {w}"
     for name, why in report.get("skipped", {}).items():
         out += f"\nskipped {name}: {why}"
     for name, e in report["policies"].items():

@@ -200,6 +200,9 @@ def test_large_instance_optimum_is_null_with_reason():
     assert isinstance(rep["optimum_reason"], str) and rep["optimum_reason"]
     assert "optimal" in rep["skipped"] and rep["skipped"]["optimal"]
     assert rep["policies"]["pas"]["gap_to_optimum_pct"] is None
+    # 300 epochs are ~2.5 mean job durations on this farm: the report says so
+    assert any("warm-up" in w for w in rep["warnings"])
+    assert _small(horizon=20_000)["warnings"] == []
 
 
 def test_workers_1_and_2_give_identical_reports():
