@@ -1,0 +1,526 @@
+"""Scenario configuration: every validation error names its field, derived arrays, round trips,
+transformations, file loading and presets."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict, load_scenario
+from envs.scenarios import PRESETS, load_preset, random_farm
+from tests.conftest import random_scenario_dict
+
+
+def base() -> dict[str, Any]:
+    """A valid two-group, two-type scenario (the tiny preset plus a per-level group)."""
+    return {
+        "name": "base",
+        "groups": [
+            {
+                "name": "slow",
+                "count": 2,
+                "service_rate": 1.0,
+                "busy_power": 2.0,
+                "idle_power": 1.0,
+                "buffer": 3,
+            },
+            {
+                "name": "fast",
+                "count": 2,
+                "service_rate": [1.0, 1.5],
+                "busy_power": [3.0, 5.0],
+                "idle_power": 1.0,
+                "buffer": 2,
+            },
+        ],
+        "job_types": [
+            {"name": "web", "arrival_rate": 1.5, "groups": ["slow", "fast"]},
+            {"name": "gpu", "arrival_rate": 1.0, "groups": ["fast"]},
+        ],
+        "job_size": {"distribution": "exponential"},
+    }
+
+
+def setter(*path: Any, value: Any) -> Callable[[dict], None]:
+    """Mutation that sets ``d[path...] = value``."""
+
+    def mutate(d: dict) -> None:
+        for p in path[:-1]:
+            d = d[p]
+        d[path[-1]] = value
+
+    return mutate
+
+
+def deleter(*path: Any) -> Callable[[dict], None]:
+    def mutate(d: dict) -> None:
+        for p in path[:-1]:
+            d = d[p]
+        del d[path[-1]]
+
+    return mutate
+
+
+G0, G1, J0, J1 = ("groups", 0), ("groups", 1), ("job_types", 0), ("job_types", 1)
+
+# (id, mutation, regex the message must match: it names the field)
+INVALID: list[tuple[str, Callable[[dict], None], str]] = [
+    # rates and powers
+    (
+        "service_rate zero",
+        setter(*G0, "service_rate", value=0.0),
+        r"groups\[0\].*service_rate.*> 0",
+    ),
+    ("service_rate negative", setter(*G0, "service_rate", value=-1.0), r"service_rate.*> 0"),
+    (
+        "service_rate level zero",
+        setter(*G1, "service_rate", value=[1.0, 0.0]),
+        r"groups\[1\].*service_rate\[1\]",
+    ),
+    ("service_rate nan", setter(*G0, "service_rate", value=float("nan")), r"service_rate.*finite"),
+    ("service_rate inf", setter(*G0, "service_rate", value=float("inf")), r"service_rate.*finite"),
+    ("service_rate string", setter(*G0, "service_rate", value="fast"), r"service_rate.*number"),
+    ("service_rate bool", setter(*G0, "service_rate", value=True), r"service_rate.*number"),
+    ("busy_power zero", setter(*G0, "busy_power", value=0.0), r"busy_power"),
+    ("idle_power negative", setter(*G0, "idle_power", value=-0.1), r"idle_power.*>= 0"),
+    ("arrival_rate zero", setter(*J0, "arrival_rate", value=0.0), r"job_types\[0\].*arrival_rate"),
+    ("arrival_rate negative", setter(*J0, "arrival_rate", value=-2.0), r"arrival_rate.*> 0"),
+    (
+        "arrival_rate schedule negative",
+        setter(*J0, "arrival_rate", value=[1.0, -1.0]),
+        r"arrival_rate\[1\].*>= 0",
+    ),
+    (
+        "arrival_rate schedule all zero",
+        setter(*J0, "arrival_rate", value=[0.0, 0.0]),
+        r"arrival_rate.*positive",
+    ),
+    ("arrival_rate empty list", setter(*J0, "arrival_rate", value=[]), r"arrival_rate.*empty"),
+    ("price zero", setter(*G0, "price", value=0.0), r"groups\[0\].*price"),
+    ("price schedule negative", setter(*G0, "price", value=[1.0, -1.0]), r"price\[1\]"),
+    ("price schedule zero", setter(*G0, "price", value=[0.0, 0.0]), r"price.*positive"),
+    ("interval_length zero", setter("interval_length", value=0.0), r"interval_length.*> 0"),
+    ("interval_length negative", setter("interval_length", value=-1), r"interval_length"),
+    # eps <= eps0
+    ("busy == idle", setter(*G0, "busy_power", value=1.0), r"groups\[0\].*busy_power.*idle_power"),
+    ("busy < idle", setter(*G0, "busy_power", value=0.5), r"busy_power.*idle_power"),
+    (
+        "busy <= idle at one level",
+        setter(*G1, "busy_power", value=[3.0, 1.0]),
+        r"groups\[1\].*busy_power.*level 2",
+    ),
+    # counts, buffers
+    ("buffer zero", setter(*G0, "buffer", value=0), r"groups\[0\].*buffer.*>= 1"),
+    ("buffer negative", setter(*G0, "buffer", value=-2), r"buffer.*>= 1"),
+    ("buffer fractional", setter(*G0, "buffer", value=1.5), r"buffer.*integer"),
+    ("count zero", setter(*G0, "count", value=0), r"count.*>= 1"),
+    ("count string", setter(*G0, "count", value="two"), r"count.*integer"),
+    # wrong per-level list lengths
+    (
+        "service_rate too short",
+        setter(*G0, "service_rate", value=[1.0, 2.0]),
+        r"service_rate.*length 3",
+    ),
+    (
+        "busy_power too long",
+        setter(*G1, "busy_power", value=[3.0, 4.0, 5.0]),
+        r"busy_power.*length 2",
+    ),
+    # job types and their groups
+    ("no groups", setter(*J0, "groups", value=[]), r"job_types\[0\].*groups.*non-empty"),
+    ("groups a string", setter(*J0, "groups", value="slow"), r"job_types\[0\].*groups"),
+    (
+        "unknown group",
+        setter(*J1, "groups", value=["fats"]),
+        r"job_types\[1\].*unknown group 'fats'",
+    ),
+    ("group twice", setter(*J0, "groups", value=["slow", "slow"]), r"groups.*twice"),
+    # duplicates
+    ("duplicate group", setter(*G1, "name", value="slow"), r"groups\[1\].*duplicate group name"),
+    ("duplicate job type", setter(*J1, "name", value="web"), r"job_types\[1\].*duplicate job type"),
+    # job-size distributions
+    (
+        "erlang k zero",
+        setter("job_size", value={"distribution": "erlang", "k": 0}),
+        r"job_size\.k.*>= 1",
+    ),
+    (
+        "erlang k fractional",
+        setter("job_size", value={"distribution": "erlang", "k": 2.5}),
+        r"job_size\.k.*integer",
+    ),
+    (
+        "erlang k missing",
+        setter("job_size", value={"distribution": "erlang"}),
+        r"job_size\.k.*missing",
+    ),
+    (
+        "hyperexponential scv 1",
+        setter("job_size", value={"distribution": "hyperexponential", "scv": 1.0}),
+        r"job_size\.scv.*> 1",
+    ),
+    (
+        "hyperexponential scv < 1",
+        setter("job_size", value={"distribution": "hyperexponential", "scv": 0.5}),
+        r"job_size\.scv",
+    ),
+    (
+        "lognormal scv 0",
+        setter("job_size", value={"distribution": "lognormal", "scv": 0.0}),
+        r"job_size\.scv.*> 0",
+    ),
+    (
+        "lognormal scv < 0",
+        setter("job_size", value={"distribution": "lognormal", "scv": -1.0}),
+        r"job_size\.scv",
+    ),
+    (
+        "pareto alpha 1",
+        setter("job_size", value={"distribution": "pareto", "alpha": 1.0}),
+        r"job_size\.alpha.*> 1",
+    ),
+    (
+        "pareto alpha < 1",
+        setter("job_size", value={"distribution": "pareto", "alpha": 0.5}),
+        r"job_size\.alpha",
+    ),
+    ("pareto alpha missing", setter("job_size", value="pareto"), r"job_size\.alpha.*missing"),
+    (
+        "unknown distribution",
+        setter("job_size", value={"distribution": "weibull"}),
+        r"job_size\.distribution.*'weibull'",
+    ),
+    ("job_size not a mapping", setter("job_size", value=3), r"job_size.*mapping"),
+    (
+        "per-type job_size error",
+        setter(*J1, "job_size", value={"distribution": "pareto", "alpha": 0.9}),
+        r"job_types\[1\] \(gpu\)\.job_size\.alpha",
+    ),
+    # unknown keys at every level (typos)
+    ("typo top", setter("grups", value=[]), r"scenario.*unknown key.*grups"),
+    (
+        "typo group",
+        setter(*G0, "serivce_rate", value=1.0),
+        r"groups\[0\].*unknown key.*serivce_rate",
+    ),
+    (
+        "typo job type",
+        setter(*J1, "arival_rate", value=1.0),
+        r"job_types\[1\].*unknown key.*arival_rate",
+    ),
+    (
+        "typo job_size",
+        setter("job_size", value={"distribution": "lognormal", "scv": 1.0, "svc": 2}),
+        r"job_size.*unknown key.*svc",
+    ),
+    (
+        "param of another distribution",
+        setter("job_size", value={"distribution": "exponential", "alpha": 2}),
+        r"job_size.*unknown key.*alpha",
+    ),
+    (
+        "typo per-type job_size",
+        setter(*J0, "job_size", value={"distribution": "erlang", "kk": 2}),
+        r"job_types\[0\].*job_size.*unknown key.*kk",
+    ),
+    # missing or malformed structure
+    ("groups missing", deleter("groups"), r"scenario\.groups.*missing"),
+    ("groups empty", setter("groups", value=[]), r"scenario\.groups.*non-empty"),
+    ("job_types missing", deleter("job_types"), r"scenario\.job_types.*missing"),
+    ("job_types empty", setter("job_types", value=[]), r"scenario\.job_types.*non-empty"),
+    ("buffer missing", deleter(*G0, "buffer"), r"groups\[0\].*buffer.*missing"),
+    ("idle_power missing", deleter(*G1, "idle_power"), r"groups\[1\].*idle_power.*missing"),
+    (
+        "arrival_rate missing",
+        deleter(*J0, "arrival_rate"),
+        r"job_types\[0\].*arrival_rate.*missing",
+    ),
+    ("group not a mapping", setter("groups", value=[3]), r"groups\[0\].*mapping"),
+    # schedules of different lengths
+    (
+        "arrival schedules mismatch",
+        lambda d: (
+            setter(*J0, "arrival_rate", value=[1.0, 2.0])(d),
+            setter(*J1, "arrival_rate", value=[1.0, 2.0, 3.0])(d),
+        ),
+        r"arrival_rate/price.*same number of intervals.*\[2, 3\]",
+    ),
+    (
+        "price vs arrival mismatch",
+        lambda d: (
+            setter(*J0, "arrival_rate", value=[1.0, 2.0])(d),
+            setter(*G1, "price", value=[1.0, 2.0, 3.0])(d),
+        ),
+        r"arrival_rate/price.*same number of intervals",
+    ),
+]
+
+
+def test_base_is_valid() -> None:
+    c = farm_from_dict(base())
+    assert c.n_groups == 2 and c.n_job_types == 2 and c.n_servers == 4
+
+
+@pytest.mark.parametrize(("mutate", "match"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_validation_error_names_the_field(mutate: Callable[[dict], None], match: str) -> None:
+    d = base()
+    mutate(d)
+    with pytest.raises(ConfigError, match=match):
+        farm_from_dict(d)
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+    with pytest.raises(ValueError):
+        farm_from_dict({"groups": []})
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    with pytest.raises(ConfigError, match=r"scenario.*mapping"):
+        farm_from_dict([1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"scenario.*preset name"):
+        load_scenario(42)  # type: ignore[arg-type]
+
+
+def test_mutations_do_not_leak() -> None:
+    """Sanity: the table above mutates copies (every case starts from a valid scenario)."""
+    d = base()
+    d2 = copy.deepcopy(d)
+    INVALID[0][1](d2)
+    assert d == base() and d2 != d
+
+
+# ---------------------------------------------------------------------------------------------
+# accepted spellings and derived arrays
+# ---------------------------------------------------------------------------------------------
+def test_accepted_forms() -> None:
+    d = base()
+    d["groups"][0]["buffer"] = 3.0  # an integral float is an integer
+    d["groups"][0]["count"] = np.int64(2)
+    d["groups"][0]["idle_power"] = 0  # idle power may be 0
+    d["job_size"] = "exponential"  # a bare distribution name
+    d["job_types"][0]["arrival_rate"] = [0.0, 2.0]  # one zero interval is fine
+    c = farm_from_dict(d)
+    assert c.groups[0].buffer == 3 and isinstance(c.groups[0].buffer, int)
+    assert c.job_size == JobSizeConfig("exponential")
+    assert c.n_intervals == 2 and c.is_time_varying
+    # defaults
+    d = base()
+    del d["job_size"], d["name"]
+    c = farm_from_dict(d)
+    assert c.name == "unnamed" and c.job_size.is_exponential and c.interval_length == 1.0
+    assert c.groups[0].price == (1.0,)
+
+
+def test_derived_arrays() -> None:
+    c = farm_from_dict(base())
+    np.testing.assert_array_equal(c.buffers, [3, 2])
+    np.testing.assert_array_equal(c.group_offsets, [0, 2, 4])
+    np.testing.assert_array_equal(c.server_group, [0, 0, 1, 1])
+    np.testing.assert_allclose(c.mu_table, [[0, 1, 1, 1], [0, 1.0, 1.5, 0]])
+    np.testing.assert_allclose(c.power_table, [[1, 2, 2, 2], [1, 3, 5, 0]])
+    np.testing.assert_array_equal(c.availability, [[True, True], [False, True]])
+    np.testing.assert_array_equal(c.server_availability, [[True] * 4, [False, False, True, True]])
+    np.testing.assert_allclose(c.arrival_rates, [[1.5, 1.0]])
+    np.testing.assert_allclose(c.prices, [[1.0, 1.0]])
+    # PAS priority uses the full-rate (last) level: 1/(2-1), 1.5/(5-1)
+    np.testing.assert_allclose(c.group_efficiency, [1.0, 0.375])
+    assert c.groups[0].is_on_off and not c.groups[1].is_on_off and not c.is_on_off
+    assert c.max_buffer == 3 and c.n_intervals == 1 and not c.is_time_varying
+    assert c.total_arrival_rate == pytest.approx(2.5)
+    assert c.load == pytest.approx(2.5 / (2 * 1.0 + 2 * 1.5))
+    assert c.job_types[1].groups == (1,)
+
+
+def test_schedules_stretch_and_are_cyclic_means() -> None:
+    d = base()
+    d["job_types"][0]["arrival_rate"] = [1.0, 3.0, 2.0]
+    d["groups"][1]["price"] = [0.5, 1.0, 2.0]
+    d["interval_length"] = 0.5
+    c = farm_from_dict(d)
+    np.testing.assert_allclose(c.arrival_rates, [[1.0, 1.0], [3.0, 1.0], [2.0, 1.0]])
+    np.testing.assert_allclose(c.prices, [[1.0, 0.5], [1.0, 1.0], [1.0, 2.0]])
+    assert c.total_arrival_rate == pytest.approx(2.0 + 1.0)
+    assert c.job_types[0].mean_rate == pytest.approx(2.0)
+
+
+def test_job_types_sort_groups_and_use_default_size() -> None:
+    d = base()
+    d["job_types"][0]["groups"] = ["fast", "slow"]
+    d["job_types"][1]["job_size"] = {"distribution": "erlang", "k": 2}
+    d["job_size"] = {"distribution": "lognormal", "scv": 3.0}
+    c = farm_from_dict(d)
+    assert c.job_types[0].groups == (0, 1)
+    assert c.size_of(0) == JobSizeConfig("lognormal", scv=3.0)
+    assert c.size_of(1) == JobSizeConfig("erlang", k=2)
+    assert not c.all_exponential
+
+
+def test_job_size_params() -> None:
+    """The compiled sampler's parameters (mean-1 parameterisations)."""
+    assert JobSizeConfig("erlang", k=4).params() == (4.0, 0.0)
+    p1, _ = JobSizeConfig("hyperexponential", scv=3.0).params()
+    # balanced means: p1/(2 p1) = (1-p1)/(2(1-p1)); scv = 1/(2 p1 (1-p1)) - 1
+    assert 1.0 / (2 * p1 * (1 - p1)) - 1.0 == pytest.approx(3.0)
+    m, s = JobSizeConfig("lognormal", scv=2.0).params()
+    assert np.exp(m + s**2 / 2) == pytest.approx(1.0) and np.exp(s**2) - 1 == pytest.approx(2.0)
+    a, xm = JobSizeConfig("pareto", alpha=3.0).params()
+    assert a == 3.0 and a * xm / (a - 1) == pytest.approx(1.0)
+    assert [JobSizeConfig(d).code for d in ("exponential", "deterministic")] == [0, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# round trips and transformations
+# ---------------------------------------------------------------------------------------------
+def _round_trip_configs() -> list[FarmConfig]:
+    out = [load_preset(p) for p in PRESETS]
+    out += [random_farm(s) for s in range(5)]
+    out += [farm_from_dict(random_scenario_dict(s)) for s in range(20)]
+    out.append(farm_from_dict(base()))
+    return out
+
+
+@pytest.mark.parametrize("config", _round_trip_configs(), ids=lambda c: c.name)
+def test_to_dict_round_trip(config: FarmConfig) -> None:
+    again = farm_from_dict(config.to_dict())
+    assert again == config
+    np.testing.assert_array_equal(again.arrival_rates, config.arrival_rates)
+    np.testing.assert_array_equal(again.prices, config.prices)
+    # and through JSON (plain types only)
+    assert farm_from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def test_round_trip_keeps_constant_price_schedule() -> None:
+    """A price schedule with equal values over several intervals is still a schedule.
+
+    to_dict collapses ``price: [2.0, 2.0]`` to ``2.0``, so when no other schedule has two intervals
+    the reloaded farm has one interval instead of two (GroupConfig.to_dict's ``scal``).
+    """
+    d = base()
+    d["groups"][0]["price"] = [2.0, 2.0]
+    c = farm_from_dict(d)
+    assert c.n_intervals == 2
+    again = farm_from_dict(c.to_dict())
+    assert again.n_intervals == c.n_intervals
+    assert again == c
+
+
+def test_round_trip_keeps_interval_length() -> None:
+    """FarmConfig.to_dict writes interval_length only for time-varying farms, so a constant farm
+    with ``interval_length: 2.0`` reloads with 1.0 (harmless for the dynamics, but not a round
+    trip: ``again != c``)."""
+    d = base()
+    d["interval_length"] = 2.0
+    c = farm_from_dict(d)
+    assert farm_from_dict(c.to_dict()) == c
+
+
+def test_scaled() -> None:
+    d = base()
+    d["job_types"][1]["arrival_rate"] = [1.0, 2.0]
+    d["groups"][1]["price"] = [1.0, 3.0]
+    c = farm_from_dict(d)
+    s = c.scaled(3)
+    assert s.name == "base-x3"
+    assert [g.count for g in s.groups] == [6, 6]
+    np.testing.assert_allclose(s.arrival_rates, 3 * c.arrival_rates)
+    np.testing.assert_allclose(s.mu_table, c.mu_table)
+    np.testing.assert_allclose(s.power_table, c.power_table)
+    np.testing.assert_allclose(s.prices, c.prices)
+    assert s.load == pytest.approx(c.load)
+    assert c.scaled(1, name="same") == farm_from_dict({**c.to_dict(), "name": "same"})
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ConfigError, match="scale factor"):
+            c.scaled(bad)
+    # paper-100 -> large-10k is exactly the x100 scaling
+    big = load_preset("paper-100").scaled(100, name="large-10k")
+    ref = load_preset("large-10k")
+    assert big.groups == ref.groups and big.job_types == ref.job_types
+
+
+def test_with_job_size() -> None:
+    d = base()
+    d["job_types"][0]["job_size"] = {"distribution": "erlang", "k": 2}
+    c = farm_from_dict(d)
+    p = c.with_job_size({"distribution": "pareto", "alpha": 2.5})
+    assert all(jt.job_size is None for jt in p.job_types)
+    assert all(p.size_of(j) == JobSizeConfig("pareto", alpha=2.5) for j in range(2))
+    assert p.groups == c.groups
+    e = p.with_job_size(JobSizeConfig("exponential"))
+    assert e.all_exponential
+    with pytest.raises(ConfigError, match=r"job_size\.scv"):
+        c.with_job_size({"distribution": "hyperexponential", "scv": 0.5})
+
+
+def test_config_is_frozen() -> None:
+    c = farm_from_dict(base())
+    with pytest.raises(AttributeError):
+        c.name = "x"  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------------
+# loading from files, presets
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("suffix", [".yaml", ".yml", ".json"])
+def test_load_from_file(tmp_path, suffix: str) -> None:
+    c = farm_from_dict(base())
+    path = tmp_path / f"farm{suffix}"
+    text = json.dumps(c.to_dict()) if suffix == ".json" else yaml.safe_dump(c.to_dict())
+    path.write_text(text)
+    assert load_scenario(path) == c
+    assert load_scenario(str(path)) == c
+
+
+def test_load_file_errors(tmp_path) -> None:
+    p = tmp_path / "list.yaml"
+    p.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_scenario(p)
+    bad = base()
+    bad["groups"][0]["buffer"] = 0
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError, match=r"groups\[0\].*buffer"):
+        load_scenario(p)
+
+
+def test_unknown_preset_message() -> None:
+    with pytest.raises(ConfigError, match=r"'no-such-farm'.*neither a preset.*tiny"):
+        load_scenario("no-such-farm")
+    with pytest.raises(ConfigError, match=r"unknown preset 'no-such-farm'.*tiny"):
+        load_preset("no-such-farm")
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_load(name: str) -> None:
+    c = load_scenario(name)
+    assert c.name == name and c == load_preset(name)
+    assert load_scenario(c) is c
+    assert load_scenario(c.to_dict()) == c
+
+
+def test_preset_shapes() -> None:
+    assert load_preset("tiny").n_servers == 4
+    assert load_preset("paper-100").n_servers == 100
+    assert load_preset("large-10k").n_servers == 10_000
+    assert load_preset("paper-100").load == pytest.approx(0.6, abs=0.02)
+    assert not load_preset("speed-scaling").is_on_off
+
+
+def test_random_farm_is_seeded_and_valid() -> None:
+    a, b = random_farm(7), random_farm(7)
+    assert a == b and a != random_farm(8)
+    c = random_farm(3, n_groups=3, n_job_types=2, servers_per_group=2, buffer=2, load=0.8)
+    assert c.n_groups == 3 and c.n_job_types == 2 and c.n_servers == 6
+    assert c.load == pytest.approx(0.8, rel=2e-3)  # rates are rounded to 4 digits
+    assert c.availability.any(axis=0).all() and c.availability.any(axis=1).all()
+    p = random_farm(3, job_size={"distribution": "pareto", "alpha": 2.5})
+    assert p.size_of(0) == JobSizeConfig("pareto", alpha=2.5)
+    with pytest.raises(ConfigError, match="n_groups"):
+        random_farm(0, n_groups=0)

@@ -1,0 +1,455 @@
+"""The Gymnasium environment: API checkers, documented encodings, determinism, wrappers and
+vector envs, registration, invalid actions, rendering."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import yaml
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+import envs
+from envs.config import ConfigError, FarmConfig, farm_from_dict
+from envs.observation import (
+    decode_group_obs,
+    decode_server_obs,
+    hist_offsets,
+    level_offsets,
+    n_interval_features,
+)
+from envs.scenarios import PRESETS, load_preset, random_farm
+from envs.server_farm import ServerFarmEnv
+from tests.conftest import expected_server_mask, masked_choice, random_scenario_dict
+
+MODES = ["server", "group"]
+IDS = {"server": "ServerFarm-v0", "group": "ServerFarmGroup-v0"}
+
+RANDOM_CONFIGS = [random_farm(s) for s in range(4)] + [
+    farm_from_dict(random_scenario_dict(s, time_varying=True, general_sizes=True)) for s in (11, 12)
+]
+
+
+def make(scenario: Any, mode: str, **kw: Any) -> gym.Env:
+    return gym.make(IDS[mode], scenario=scenario, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# reference encodings (from the documentation, independent of the env's implementation)
+# ---------------------------------------------------------------------------------------------
+def expected_obs(env: ServerFarmEnv) -> np.ndarray:
+    c, sim, j = env.config, env.sim, env.unwrapped._job
+    if env.action_mode == "server":
+        state = sim.occ / c.buffers[c.server_group]
+    else:
+        hoff = hist_offsets(c)
+        state = np.zeros(int(hoff[-1]))
+        for k, g in enumerate(c.groups):
+            occ = sim.occ[c.group_offsets[k] : c.group_offsets[k + 1]]
+            state[hoff[k] : hoff[k + 1]] = np.bincount(occ, minlength=g.buffer + 1) / g.count
+    iv = np.zeros(n_interval_features(c))
+    if iv.size:
+        iv[sim.interval] = 1.0
+    return np.concatenate([state, iv, np.eye(c.n_job_types)[j]]).astype(np.float32)
+
+
+def expected_mask(env: ServerFarmEnv) -> np.ndarray:
+    c, sim, j = env.config, env.sim, env.unwrapped._job
+    if env.action_mode == "server":
+        return expected_server_mask(c, sim.occ, j)
+    loff = level_offsets(c)
+    mask = np.zeros(int(loff[-1]), dtype=bool)
+    for k, g in enumerate(c.groups):
+        occ = sim.occ[c.group_offsets[k] : c.group_offsets[k + 1]]
+        for b in range(g.buffer):
+            mask[loff[k] + b] = k in c.job_types[j].groups and bool(np.any(occ == b))
+    return mask
+
+
+def pas_action(env: ServerFarmEnv) -> int:
+    """Where PAS sends the pending job: the most efficient group, ties to the smallest index."""
+    c, sim, j = env.config, env.sim, env.unwrapped._job
+    ok = expected_server_mask(c, sim.occ, j)
+    s = int(np.argmax(np.where(ok, c.group_efficiency[c.server_group], -np.inf)))
+    if env.action_mode == "server":
+        return s
+    k = int(c.server_group[s])
+    return int(level_offsets(c)[k] + sim.occ[s])
+
+
+def assert_identical(a: Any, b: Any, path: str = "") -> None:
+    """Exact equality of nested tuples/lists/dicts/arrays/floats."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_identical(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_identical(x, y, f"{path}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), path
+    else:
+        assert type(a) is type(b) and a == b, (path, a, b)
+
+
+def rollout(env: gym.Env, seed: int | None, n: int, action_seed: int = 0) -> list:
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(action_seed)
+    out: list = [(obs, info)]
+    for _ in range(n):
+        obs, r, term, trunc, info = env.step(masked_choice(rng, info["action_mask"]))
+        out.append((obs, r, term, trunc, info))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# API checkers
+# ---------------------------------------------------------------------------------------------
+CHECK_SCENARIOS = list(PRESETS) + RANDOM_CONFIGS
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scenario", CHECK_SCENARIOS, ids=lambda s: getattr(s, "name", s))
+def test_gymnasium_and_sb3_checkers(scenario: str | FarmConfig, mode: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gym_check_env(make(scenario, mode, render_mode="ansi").unwrapped)
+        sb3_check_env(make(scenario, mode).unwrapped, warn=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# encodings, masks, rewards, info
+# ---------------------------------------------------------------------------------------------
+ENCODING_SCENARIOS = ["tiny", "speed-scaling", "paper-100", *RANDOM_CONFIGS[2:]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scenario", ENCODING_SCENARIOS, ids=lambda s: getattr(s, "name", s))
+def test_observation_mask_and_info_follow_the_documentation(scenario: Any, mode: str) -> None:
+    env = ServerFarmEnv(scenario, action_mode=mode, reward_eta=0.3, reward_scale=2.0)
+    c = env.config
+    obs, info = env.reset(seed=3)
+    rng = np.random.default_rng(4)
+    work0, energy0 = env.sim.work, env.sim.energy
+    for _ in range(300):
+        assert env.observation_space.contains(obs), obs
+        np.testing.assert_allclose(obs, expected_obs(env), rtol=0, atol=1e-6)
+        mask = info["action_mask"]
+        assert mask.dtype == bool and mask.shape == (env.action_space.n,)
+        assert mask.any(), "empty mask at a decision epoch"
+        np.testing.assert_array_equal(mask, expected_mask(env))
+        np.testing.assert_array_equal(env.action_masks(), mask)
+        assert info["job_type"] == env._job
+        if mode == "server":
+            occ, j = decode_server_obs(c, obs)
+            np.testing.assert_array_equal(occ, env.sim.occ)
+        else:
+            counts, j = decode_group_obs(c, obs)
+            np.testing.assert_array_equal(counts, env.sim.level_counts)
+        assert j == info["job_type"]
+        obs, reward, term, trunc, info = env.step(masked_choice(rng, mask))
+        assert not term and not trunc
+        assert not info["invalid_action"]
+        # reward = (work - eta energy) / scale over the step, with the step's integrals
+        assert info["work"] == pytest.approx(env.sim.work - work0, rel=1e-9, abs=1e-12)
+        assert info["energy"] == pytest.approx(env.sim.energy - energy0, rel=1e-9, abs=1e-12)
+        assert reward == pytest.approx(
+            (info["work"] - 0.3 * info["energy"]) / 2.0, rel=1e-9, abs=1e-12
+        )
+        assert info["eta"] == 0.3
+        work0, energy0 = env.sim.work, env.sim.energy
+    # running statistics since reset (no warm-up here) are the simulator's
+    st = env.sim.stats()
+    assert info["time"] == pytest.approx(st.time)
+    for key in ("throughput", "power", "efficiency", "blocking"):
+        assert info[key] == pytest.approx(getattr(st, key), rel=1e-9, abs=1e-12), key
+    np.testing.assert_allclose(info["blocking_per_type"], st.blocking_per_type, rtol=1e-9)
+
+
+def test_mask_never_empty_and_obs_in_space_long_run() -> None:
+    """Heavy load, small buffers: many blocked arrivals between epochs, never an empty mask."""
+    c = random_farm(4, load=1.2, buffer=1)
+    for mode in MODES:
+        env = make(c, mode, max_episode_steps=10_000)
+        obs, info = env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(3_000):
+            assert info["action_mask"].any()
+            assert env.observation_space.contains(obs)
+            obs, _, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+        assert info["blocking"] > 0.01  # the regime this test is about
+
+
+def test_group_mode_mask_is_exactly_the_occupied_levels() -> None:
+    """Group mode: mask[level_offsets[k] + b] iff a server of an available group k holds b < B_k."""
+    c = load_preset("paper-100")
+    env = ServerFarmEnv(c, action_mode="group")
+    _, info = env.reset(seed=1)
+    rng = np.random.default_rng(1)
+    seen_partial = False
+    for _ in range(500):
+        np.testing.assert_array_equal(info["action_mask"], expected_mask(env))
+        seen_partial |= 0 < info["action_mask"].sum() < env.action_space.n
+        _, _, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+    assert seen_partial
+
+
+def test_cost_objective_info() -> None:
+    d = load_preset("tiny").to_dict()
+    d["groups"][1]["price"] = [0.5, 2.0]
+    d["interval_length"] = 0.5
+    env = ServerFarmEnv(farm_from_dict(d), objective="cost", reward_eta=0.2)
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        e0, c0 = env.sim.energy, env.sim.cost
+        _, r, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+        assert info["cost"] == pytest.approx(env.sim.cost - c0, rel=1e-9)
+        assert r == pytest.approx(info["work"] - 0.2 * info["cost"], rel=1e-9, abs=1e-12)
+        # "energy" stays the energy of the step (documented: info carries work, energy and cost)
+        assert info["energy"] == pytest.approx(env.sim.energy - e0, rel=1e-9)
+    st = env.sim.stats()
+    assert info["cost_efficiency"] == pytest.approx(st.cost_efficiency, rel=1e-9)
+
+
+def test_warmup_statistics_start_after_warmup() -> None:
+    for policy in ("pas", "random"):
+        env = ServerFarmEnv("tiny", warmup_epochs=500, warmup_policy=policy)
+        _, info = env.reset(seed=0)
+        assert env.sim.stats().epochs == 501  # warm-up plus the pending decision
+        assert env.sim.jobs_in_system > 0 or env.sim.time > 0
+        assert 0 < info["time"] < env.sim.time
+
+
+def test_running_eta_is_finite_and_moves() -> None:
+    env = ServerFarmEnv("tiny")
+    _, info = env.reset(seed=0)
+    eta0 = info["eta"]
+    assert 0.2 < eta0 < 0.5  # near PAS's exact efficiency 0.327 (its initial estimate)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        _, r, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+        assert np.isfinite(r)
+    assert info["eta"] != eta0
+
+
+# ---------------------------------------------------------------------------------------------
+# determinism
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "scenario", ["tiny", "speed-scaling", RANDOM_CONFIGS[4], RANDOM_CONFIGS[5]],
+    ids=lambda s: getattr(s, "name", s),
+)  # fmt: skip
+def test_same_seed_same_sequence(scenario: Any, mode: str) -> None:
+    a = rollout(make(scenario, mode), seed=123, n=200)
+    b = rollout(make(scenario, mode), seed=123, n=200)
+    assert_identical(a, b)
+    # a reseeded env (with its history) replays the same sequence as a fresh one
+    env = make(scenario, mode)
+    rollout(env, seed=5, n=50)
+    assert_identical(rollout(env, seed=123, n=200), a)
+    c = rollout(make(scenario, mode), seed=124, n=200)
+    assert not all(np.array_equal(x[0], y[0]) for x, y in zip(a, c, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# invalid actions
+# ---------------------------------------------------------------------------------------------
+def _state_with_masked_action(env: ServerFarmEnv, seed: int) -> tuple[dict, np.random.Generator]:
+    """Step with masked random actions until some action is masked out."""
+    _, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    while info["action_mask"].all():
+        _, _, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+    return info, rng
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_invalid_action_raise(mode: str) -> None:
+    env = ServerFarmEnv("tiny", action_mode=mode, invalid_action="raise")
+    twin = ServerFarmEnv("tiny", action_mode=mode, invalid_action="raise")
+    info, _ = _state_with_masked_action(env, 0)
+    _state_with_masked_action(twin, 0)
+    bad = int(np.flatnonzero(~info["action_mask"])[0])
+    for a in (bad, -1, env.action_space.n):
+        with pytest.raises(ValueError, match="masked"):
+            env.step(a)
+    # a refused action changes nothing
+    good = int(np.flatnonzero(info["action_mask"])[0])
+    assert_identical(env.step(good), twin.step(good))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scenario", ["tiny", "paper-100", "speed-scaling"])
+def test_invalid_action_fallback_goes_where_pas_would(scenario: str, mode: str) -> None:
+    env = ServerFarmEnv(scenario, action_mode=mode)
+    twin = ServerFarmEnv(scenario, action_mode=mode)
+    for trial in range(3):
+        info, _ = _state_with_masked_action(env, trial)
+        _state_with_masked_action(twin, trial)
+        bad = int(np.flatnonzero(~info["action_mask"])[0])
+        expect = pas_action(twin)
+        oa, ra, ta, ua, ia = env.step(bad)
+        ob, rb, tb, ub, ib = twin.step(expect)
+        assert ia["invalid_action"] and not ib["invalid_action"]
+        ia["invalid_action"] = False
+        assert_identical((oa, ra, ta, ua, ia), (ob, rb, tb, ub, ib))
+        # out-of-range actions fall back too
+        _, _, _, _, info = env.step(env.action_space.n + 5)
+        assert info["invalid_action"]
+
+
+# ---------------------------------------------------------------------------------------------
+# construction, registration, wrappers
+# ---------------------------------------------------------------------------------------------
+def test_make_with_preset_file_dict_and_config(tmp_path) -> None:
+    ref = load_preset("tiny")
+    path = tmp_path / "farm.yaml"
+    path.write_text(yaml.safe_dump(ref.to_dict()))
+    for spec in ("tiny", str(path), path, ref.to_dict(), ref):
+        for mode in MODES:
+            env = make(spec, mode)
+            assert env.unwrapped.config == ref
+            env.reset(seed=0)
+    with pytest.raises(ConfigError, match="neither a preset"):
+        gym.make("ServerFarm-v0", scenario="no-such-farm")
+
+
+def test_default_scenario_and_modes() -> None:
+    env = gym.make("ServerFarm-v0")
+    assert env.unwrapped.config.name == "tiny" and env.unwrapped.action_mode == "server"
+    assert gym.make("ServerFarmGroup-v0").unwrapped.action_mode == "group"
+    assert env.spec.max_episode_steps == 1000
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_max_episode_steps_override_truncates(mode: str) -> None:
+    env = make("tiny", mode, max_episode_steps=5)
+    _, info = env.reset(seed=0)
+    for t in range(1, 6):
+        _, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        assert not term
+        assert trunc == (t == 5)
+
+
+def test_registration_survives_reload() -> None:
+    importlib.reload(envs)
+    importlib.reload(envs)
+    envs.register_envs()
+    for env_id in IDS.values():
+        assert env_id in gym.registry
+        assert gym.registry[env_id].max_episode_steps == 1000
+    gym.make("ServerFarm-v0", scenario="tiny").reset(seed=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"action_mode": "servers"}, "action_mode"),
+        ({"reward_eta": "fixed"}, "reward_eta"),
+        ({"reward_eta": -1.0}, "reward_eta"),
+        ({"reward_eta": float("nan")}, "reward_eta"),
+        ({"eta_tau": 0}, "eta_tau"),
+        ({"reward_scale": 0.0}, "reward_scale"),
+        ({"objective": "money"}, "objective"),
+        ({"invalid_action": "ignore"}, "invalid_action"),
+        ({"warmup_epochs": -1}, "warmup_epochs"),
+        ({"warmup_policy": "jsq"}, "warmup_policy"),
+        ({"render_mode": "human"}, "render_mode"),
+    ],
+)
+def test_constructor_validation(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ServerFarmEnv("tiny", **kwargs)
+
+
+def test_step_before_reset() -> None:
+    with pytest.raises(RuntimeError, match="reset"):
+        ServerFarmEnv("tiny").step(0)
+
+
+def test_returned_arrays_are_copies() -> None:
+    env = ServerFarmEnv("tiny")
+    obs, info = env.reset(seed=0)
+    keep_obs, keep_mask = obs.copy(), info["action_mask"].copy()
+    obs[:] = 7
+    info["action_mask"][:] = False
+    env.action_masks()[:] = False
+    np.testing.assert_array_equal(env.action_masks(), keep_mask)
+    a = int(np.flatnonzero(keep_mask)[0])
+    obs2, _, _, _, _ = env.step(a)
+    assert env.observation_space.contains(obs2)
+    assert not np.array_equal(obs2, np.full_like(keep_obs, 7))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_render_ansi(mode: str) -> None:
+    env = make("tiny", mode, render_mode="ansi")
+    env.reset(seed=0)
+    text = env.render()
+    assert isinstance(text, str) and "t=" in text
+    for g in env.unwrapped.config.groups:
+        assert g.name in text
+    plain = ServerFarmEnv("tiny", action_mode=mode)
+    plain.reset(seed=0)
+    assert plain.render() is None
+    big = ServerFarmEnv("large-10k", render_mode="ansi")
+    big.reset(seed=0)
+    assert "..." in big.render()  # long groups are abbreviated
+
+
+# ---------------------------------------------------------------------------------------------
+# vector envs
+# ---------------------------------------------------------------------------------------------
+def _drive_gym_vector(venv: gym.vector.VectorEnv, steps: int) -> None:
+    obs, infos = venv.reset(seed=[1, 2])
+    assert obs.shape == (2, *venv.single_observation_space.shape)
+    trunc_seen = 0
+    for _ in range(steps):
+        masks = infos["action_mask"]
+        actions = np.array([int(np.flatnonzero(m)[-1]) for m in masks])
+        obs, rewards, term, trunc, infos = venv.step(actions)
+        assert obs.shape[0] == 2 and rewards.shape == (2,) and not term.any()
+        assert all(venv.single_observation_space.contains(o) for o in obs)
+        trunc_seen += int(trunc.sum())
+    venv.close()
+    assert trunc_seen >= 2  # max_episode_steps=3 below: both copies truncate
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gymnasium_make_vec(mode: str) -> None:
+    kw = {"vector_kwargs": {"context": "fork"}} if mode == "async" else {}
+    venv = gym.make_vec(
+        "ServerFarm-v0", num_envs=2, vectorization_mode=mode, scenario="tiny",
+        max_episode_steps=3, **kw,
+    )  # fmt: skip
+    _drive_gym_vector(venv, 8)
+
+
+def test_gymnasium_async_vector_env_group_mode() -> None:
+    fns = [lambda: gym.make("ServerFarmGroup-v0", scenario="small-1", max_episode_steps=3)] * 2
+    _drive_gym_vector(gym.vector.AsyncVectorEnv(fns, context="fork"), 8)
+
+
+@pytest.mark.parametrize("cls", [DummyVecEnv, SubprocVecEnv])
+def test_sb3_vec_envs(cls: type) -> None:
+    fns = [lambda: gym.make("ServerFarm-v0", scenario="tiny")] * 2
+    venv = cls(fns, start_method="fork") if cls is SubprocVecEnv else cls(fns)
+    venv.seed(0)
+    obs = venv.reset()
+    assert obs.shape == (2, 6)
+    for _ in range(10):
+        masks = np.array(venv.env_method("action_masks"))
+        actions = np.array([int(np.flatnonzero(m)[0]) for m in masks])
+        obs, rewards, dones, infos = venv.step(actions)
+        assert obs.shape == (2, 6) and rewards.shape == (2,) and not dones.any()
+        assert all(not i["invalid_action"] for i in infos)
+    venv.close()
