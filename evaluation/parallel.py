@@ -15,7 +15,6 @@ import multiprocessing as mp
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from evaluation.rollout import WorkUnit, run_unit
@@ -72,22 +71,28 @@ def run_units(
     return _run_pool(units, n, progress)
 
 
+def _run_indexed(item: tuple[int, WorkUnit]) -> tuple[int, dict[str, Any]]:
+    i, unit = item
+    return i, run_unit(unit)
+
+
 def _run_pool(units: list[WorkUnit], n: int, progress: bool | None) -> list[dict[str, Any]]:
     results: list[dict[str, Any] | None] = [None] * len(units)
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"))
+    # multiprocessing.Pool rather than ProcessPoolExecutor: on Ctrl-C or a failing unit we must
+    # stop the workers now, and Pool.terminate() does (an executor keeps running queued units)
+    pool = mp.get_context("spawn").Pool(n)
     try:
-        pending = {ex.submit(run_unit, u.lean()): i for i, u in enumerate(units)}
+        items = [(i, u.lean()) for i, u in enumerate(units)]
         with _progress(len(units), progress, f"evaluating ({n} processes)") as bar:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    results[pending.pop(f)] = f.result()
-                    bar.update()
+            for i, res in pool.imap_unordered(_run_indexed, items, chunksize=1):
+                results[i] = res
+                bar.update()
+        pool.close()
     except BaseException:
-        # Ctrl-C or a failing unit: drop queued work instead of waiting for it
-        ex.shutdown(wait=False, cancel_futures=True)
+        pool.terminate()
         raise
-    ex.shutdown(wait=True)
+    finally:
+        pool.join()
     return results  # type: ignore[return-value]
 
 
