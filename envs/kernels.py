@@ -25,8 +25,12 @@ servers keyed by that time gives the next departure in O(log S).
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # indices into fs / isc
 T, WORK, ENERGY, COST, WRATE, PRATE, CRATE, NEXT_ARR = range(8)
@@ -243,13 +247,26 @@ def run_exponential(
 
     With ``policy == POLICY_EXTERNAL`` it stops *at* the next decision epoch (time advanced to the
     arrival, integrals up to it) and leaves the job type in ``isc[PENDING]``. Returns the number of
-    epochs dispatched.
+    epochs dispatched. The rates W, P, C are re-summed over all servers first (removes drift).
     """
+    recompute_rates(occ, server_group, mu, pw, prices[isc[INTERVAL]], fs)
+    return loop_exponential(
+        server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices,
+        interval_length, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, rng, policy, table, n_epochs,
+    )  # fmt: skip
+
+
+@njit(**_JIT)
+def loop_exponential(
+    server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
+    occ, hdata, hpos, hbase, hsize, fs, isc, cnt, rng, policy, table, n_epochs,
+):  # fmt: skip
+    """The event loop of :func:`run_exponential` with the current rates in ``fs`` (no re-sum: the
+    caller keeps W, P, C exact, so a step of the size-independent env costs no O(S) work)."""
     K = buffers.shape[0]
     NI = crates.shape[0]
     iv = isc[INTERVAL]
     price = prices[iv]
-    recompute_rates(occ, server_group, mu, pw, price, fs)
     done = 0
     while True:
         lam = crates[iv, crates.shape[1] - 1]
@@ -458,10 +475,24 @@ def run_general(
     rng, policy, table, n_epochs,
 ):  # fmt: skip
     """As :func:`run_exponential`, for any job-size distribution (exact PS)."""
+    recompute_rates(occ, server_group, mu, pw, prices[isc[INTERVAL]], fs)
+    return loop_general(
+        server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices,
+        interval_length, dist, dparams, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, vwork, tlast,
+        jobs, dheap, dpos, dkey, rng, policy, table, n_epochs,
+    )  # fmt: skip
+
+
+@njit(**_JIT)
+def loop_general(
+    server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
+    dist, dparams, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos,
+    dkey, rng, policy, table, n_epochs,
+):  # fmt: skip
+    """The event loop of :func:`run_general` with the current rates in ``fs`` (no re-sum)."""
     NI = crates.shape[0]
     iv = isc[INTERVAL]
     price = prices[iv]
-    recompute_rates(occ, server_group, mu, pw, price, fs)
     done = 0
     while True:
         t = fs[T]
@@ -525,3 +556,240 @@ def assign_general(s, j, server_group, mu, pw, prices, dist, dparams, occ, hdata
     _general_accept(s, j, fs[T], server_group, mu, pw, price, dist, dparams, occ, hdata, hpos,
                     hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng)  # fmt: skip
     isc[PENDING] = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# packed state: every array of one simulator inside two flat buffers
+# ---------------------------------------------------------------------------------------------
+# Calling a compiled function costs ~70 ns per array argument (unboxing) and ~7 us for a
+# numpy Generator (numba rebuilds its ctypes function pointers on every call). The env's step is
+# a few microseconds of work, so the step path passes one int64 buffer ``ib`` and one float64
+# buffer ``fb`` holding every array (the simulator's public arrays are views into them) and the
+# Generator as four raw pointers stored in ``ib`` (see :func:`rng_pointers`). ``ib`` starts with
+# a header: dimensions, the lengths of ib and fb (an env appends its own fields to both, see
+# envs.vector_kernels), then the offset of every field (float fields' offsets point into fb).
+(
+    H_S, H_K, H_J, H_B1, H_NI, H_GEN, H_NQ, H_ILEN, H_FLEN,
+    O_SG, O_GC, O_BUF, O_JGP, O_JGI, O_HBASE, O_DIST, O_OCC, O_HDATA, O_HPOS, O_HSIZE, O_ISC,
+    O_CNT, O_DHEAP, O_DPOS, O_RNG,
+    P_MU, P_PW, P_CR, P_PR, P_DPAR, P_IVL, P_FS, P_VWORK, P_TLAST, P_JOBS, P_DKEY,
+    HEADER_SIZE,
+) = range(37)  # fmt: skip
+RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
+
+
+@intrinsic
+def generator_from_pointers(typingctx, ptrs):
+    """A numba ``Generator`` built from ``int64[4]`` raw pointers (see :func:`rng_pointers`).
+
+    It draws exactly what the Python Generator would (same bit generator state, same numba
+    distribution code), without the per-call unboxing cost. The Python object must stay alive
+    while this is used (the simulator holds it); no reference is taken here (null meminfo).
+    """
+    sig = types.npy_rng(ptrs)
+
+    def codegen(context, builder, signature, args):
+        arrty = signature.args[0]
+        arr = context.make_array(arrty)(context, builder, args[0])
+        ll_uintp = context.get_value_type(types.uintp)
+
+        def load(i):
+            idx = context.get_constant(types.intp, i)
+            v = builder.load(cgutils.get_item_pointer(context, builder, arrty, arr, [idx]))
+            return v if v.type == ll_uintp else builder.bitcast(v, ll_uintp)
+
+        bg = cgutils.create_struct_proxy(types.NumPyRandomBitGeneratorType("bit_generator"))(
+            context, builder
+        )
+        bg.parent = cgutils.get_null_value(bg.parent.type)
+        bg.state_address = load(0)
+        bg.state = load(0)
+        bg.fnptr_next_uint64 = load(1)
+        bg.fnptr_next_uint32 = load(2)
+        bg.fnptr_next_double = load(3)
+        bg.bit_generator = cgutils.get_null_value(bg.bit_generator.type)
+        gen = cgutils.create_struct_proxy(signature.return_type)(context, builder)
+        gen.bit_generator = bg._getvalue()
+        gen.meminfo = cgutils.get_null_value(gen.meminfo.type)
+        gen.parent = cgutils.get_null_value(gen.parent.type)
+        return gen._getvalue()
+
+    return sig, codegen
+
+
+@intrinsic
+def borrow(typingctx, arr):
+    """The same array without its reference count (null meminfo).
+
+    Every array passed between compiled functions is reference counted with atomic operations;
+    the step path hands ~30 views of the packed buffers around and that counting cost more than
+    the simulation itself. Views of a borrowed array are not counted at all. Only for arrays that
+    outlive the call (arguments of the entry point) and never returned or stored.
+    """
+    if not isinstance(arr, types.Array):
+        return None
+    sig = arr(arr)
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+        out = context.make_array(signature.return_type)(context, builder)
+        for name in ("nitems", "itemsize", "data", "shape", "strides"):
+            setattr(out, name, getattr(ary, name))
+        out.meminfo = cgutils.get_null_value(out.meminfo.type)
+        out.parent = cgutils.get_null_value(out.parent.type)
+        return out._getvalue()
+
+    return sig, codegen
+
+
+def rng_pointers(gen: np.random.Generator, out: np.ndarray) -> None:
+    """Write ``gen``'s bit-generator state address and function pointers into ``out[:4]``."""
+    c = gen.bit_generator.ctypes
+    out[0] = c.state_address
+    out[1] = ctypes.cast(c.next_uint64, ctypes.c_void_p).value
+    out[2] = ctypes.cast(c.next_uint32, ctypes.c_void_p).value
+    out[3] = ctypes.cast(c.next_double, ctypes.c_void_p).value
+
+
+# positions in the tuple returned by :func:`unpack`
+(
+    U_SG, U_GC, U_BUF, U_JGP, U_JGI, U_HBASE, U_DIST, U_OCC, U_HDATA, U_HPOS, U_HSIZE, U_ISC,
+    U_CNT, U_DHEAP, U_DPOS, U_MU, U_PW, U_CR, U_PR, U_DPAR, U_IVL, U_FS, U_VWORK, U_TLAST, U_JOBS,
+    U_DKEY,
+) = range(26)  # fmt: skip
+
+
+@njit(inline="always", **_JIT)
+def unpack(ib, fb):
+    """Views of every field of a packed simulator, in the order of the ``U_*`` constants (borrowed:
+    valid while ``ib`` and ``fb`` are alive, i.e. within the calling entry point)."""
+    ib = borrow(ib)
+    fb = borrow(fb)
+    S = ib[H_S]
+    K = ib[H_K]
+    J = ib[H_J]
+    B1 = ib[H_B1]
+    NI = ib[H_NI]
+    ns = S if ib[H_GEN] else 0  # per-server arrays of the general kernel (empty otherwise)
+
+    def iv(field, n):
+        return ib[ib[field] : ib[field] + n]
+
+    def fv(field, n):
+        return fb[ib[field] : ib[field] + n]
+
+    return (
+        iv(O_SG, S), iv(O_GC, K), iv(O_BUF, K), iv(O_JGP, J + 1), iv(O_JGI, ib[H_NQ]),
+        iv(O_HBASE, K * B1).reshape((K, B1)), iv(O_DIST, J), iv(O_OCC, S),
+        ib[ib[O_HDATA] : ib[O_HPOS]], iv(O_HPOS, S), iv(O_HSIZE, K * B1).reshape((K, B1)),
+        iv(O_ISC, 6), iv(O_CNT, 3 * J).reshape((3, J)), iv(O_DHEAP, ns), iv(O_DPOS, ns),
+        fv(P_MU, K * B1).reshape((K, B1)), fv(P_PW, K * B1).reshape((K, B1)),
+        fv(P_CR, NI * J).reshape((NI, J)), fv(P_PR, NI * K).reshape((NI, K)),
+        fv(P_DPAR, 2 * J).reshape((J, 2)), fb[ib[P_IVL]], fv(P_FS, 8), fv(P_VWORK, ns),
+        fv(P_TLAST, ns), fv(P_JOBS, ns * (B1 - 1)).reshape((ns, B1 - 1)), fv(P_DKEY, ns),
+    )  # fmt: skip
+
+
+@njit(inline="always", **_JIT)
+def packed_rng(ib):
+    """The simulator's Generator (from the pointers stored in ``ib``)."""
+    return generator_from_pointers(borrow(ib)[ib[O_RNG] : ib[O_RNG] + RNG_PTRS])
+
+
+@njit(inline="always", **_JIT)
+def packed_loop(ib, fb, u, rng, policy, table, n_epochs):
+    """The event loop (exponential or general) of an unpacked simulator ``u``, no re-sum."""
+    if ib[H_GEN]:
+        return loop_general(
+            u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR], u[U_PR],
+            u[U_IVL], u[U_DIST], u[U_DPAR], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE],
+            u[U_HSIZE], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST], u[U_JOBS],
+            u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs,
+        )  # fmt: skip
+    return loop_exponential(
+        u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR], u[U_PR],
+        u[U_IVL], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_FS], u[U_ISC],
+        u[U_CNT], rng, policy, table, n_epochs,
+    )  # fmt: skip
+
+
+@njit(inline="always", **_JIT)
+def packed_resum(u):
+    """Re-sum W, P, C over all servers (O(S); what every ``run_*`` entry does)."""
+    recompute_rates(u[U_OCC], u[U_SG], u[U_MU], u[U_PW], u[U_PR][u[U_ISC][INTERVAL]], u[U_FS])
+
+
+@njit(**_JIT)
+def packed_run(ib, fb, policy, table, n_epochs, resum):
+    """:func:`run_exponential` / :func:`run_general` on a packed simulator (``resum``: re-sum the
+    rates over all servers first, as those do; False continues from the incremental rates)."""
+    u = unpack(ib, fb)
+    if resum:
+        packed_resum(u)
+    return packed_loop(ib, fb, u, packed_rng(ib), policy, table, n_epochs)
+
+
+@njit(inline="always", **_JIT)
+def packed_assign_unpacked(ib, u, s):
+    """Put the pending job on server ``s`` (validity is the caller's job)."""
+    j = u[U_ISC][PENDING]
+    if ib[H_GEN]:
+        assign_general(
+            s, j, u[U_SG], u[U_MU], u[U_PW], u[U_PR], u[U_DIST], u[U_DPAR], u[U_OCC], u[U_HDATA],
+            u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK],
+            u[U_TLAST], u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], packed_rng(ib),
+        )  # fmt: skip
+    else:
+        assign_exponential(
+            s, j, u[U_SG], u[U_MU], u[U_PW], u[U_PR], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE],
+            u[U_HSIZE], u[U_FS], u[U_ISC], u[U_CNT],
+        )  # fmt: skip
+
+
+@njit(**_JIT)
+def packed_assign(ib, fb, s):
+    """Put the pending job on server ``s`` (validity is the caller's job)."""
+    packed_assign_unpacked(ib, unpack(ib, fb), s)
+
+
+@njit(**_JIT)
+def can_take(ib, s, j):
+    """True when server ``s`` exists, is available to type ``j`` and is not full (O(|K_j|))."""
+    if s < 0 or s >= ib[H_S]:
+        return False
+    k = ib[ib[O_SG] + s]
+    if ib[ib[O_OCC] + s] >= ib[ib[O_BUF] + k]:
+        return False
+    o = ib[O_JGP]
+    for q in range(ib[o + j], ib[o + j + 1]):  # noqa: SIM110 (numba: no generator any())
+        if ib[ib[O_JGI] + q] == k:
+            return True
+    return False
+
+
+@njit(**_JIT)
+def packed_reset(ib, fb):
+    """Empty farm at time 0 with zeroed counters (what ``FarmSimulator.reset`` does)."""
+    u = unpack(ib, fb)
+    gc, hbase, hdata, hpos, hsize = u[U_GC], u[U_HBASE], u[U_HDATA], u[U_HPOS], u[U_HSIZE]
+    u[U_OCC][:] = 0
+    hsize[:] = 0
+    lo = 0
+    for k in range(gc.shape[0]):
+        base = hbase[k, 0]
+        # servers in increasing index order form a valid min-heap
+        for i in range(gc[k]):
+            hdata[base + i] = lo + i
+            hpos[lo + i] = i
+        hsize[k, 0] = gc[k]
+        lo += gc[k]
+    fs, isc = u[U_FS], u[U_ISC]
+    fs[:] = 0.0
+    fs[NEXT_ARR] = -1.0
+    isc[:] = 0
+    isc[PENDING] = -1
+    u[U_CNT][:] = 0
+    u[U_VWORK][:] = 0.0
+    u[U_TLAST][:] = 0.0
+    u[U_DPOS][:] = -1
+    u[U_DKEY][:] = np.inf

@@ -12,13 +12,11 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import kernels as kn
+from envs import vector_kernels as vk
 from envs.config import FarmConfig, load_scenario
 from envs.observation import (
     check_action_mode,
-    hist_offsets,
-    level_offsets,
     n_actions,
-    n_interval_features,
     obs_size,
 )
 from envs.simulator import FarmSimulator
@@ -160,44 +158,39 @@ class ServerFarmEnv(gym.Env):
         self.warmup_policy = warmup_policy
         self.render_mode = render_mode
 
-        S, J, K = config.n_servers, config.n_job_types, config.n_groups
         self.observation_space = spaces.Box(0.0, 1.0, (obs_size(config, action_mode),), np.float32)
         self.action_space = spaces.Discrete(n_actions(config, action_mode))
         self.sim = FarmSimulator(config)
 
-        # precomputed encodings (so a step costs O(S) numpy ops in server mode, O(K*B) in group mode)
+        # A step is one compiled call (envs.vector_kernels.env_step) on packed buffers: the
+        # simulator's, and the env's own settings, tables and running state (eib/efb). The mask,
+        # observation and info numbers are written into the arrays below.
         self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
-        self._buf_of_server = config.buffers[config.server_group]
-        self._inv_buf = (1.0 / self._buf_of_server).astype(np.float32)
-        hoff, loff = hist_offsets(config), level_offsets(config)
-        self._hist_rows = np.concatenate(
-            [np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)]
-        )
-        self._hist_cols = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
-        self._hist_inv = np.array(
-            [1.0 / config.groups[k].count for k in self._hist_rows], np.float32
-        )
-        self._act_rows = np.concatenate([np.full(g.buffer, k) for k, g in enumerate(config.groups)])
-        self._act_cols = np.concatenate([np.arange(g.buffer) for g in config.groups])
-        self._act_avail = config.availability[:, self._act_rows]  # [J, n_actions]
-        self._n_hist = int(hoff[-1])
-        self._level_offsets = loff
+        eib, efb = vk.pack_env(
+            config, action_mode, invalid_action, objective, reward_eta, eta_tau, reward_scale,
+            self.warmup_epochs, warmup_policy,
+        )  # fmt: skip
+        self._ibuf = np.concatenate([self.sim._ib, eib])
+        self._fbuf = np.concatenate([self.sim._fb, efb])
+        self._bind_buffers()
         self._obs = np.zeros(self.observation_space.shape, np.float32)
-        self._obs_base = S if action_mode == "server" else self._n_hist
-        self._n_iv = n_interval_features(config)
-        del K, J
-
-        # running eta: exponentially weighted work and energy, seeded with PAS's efficiency
-        self._eta_w = self._eta_e = 0.0
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._eta_initialised = False
         self._job = -1
-        self._mask = np.zeros(self.action_space.n, dtype=bool)
-        self._base = None
-        self._n_invalid = 0
 
     # ---- helpers -------------------------------------------------------------------------------
-    def _energy_like(self) -> float:
-        return self.sim.cost if self.objective == "cost" else self.sim.energy
+    def _bind_buffers(self) -> None:
+        """Point the simulator and the env's views into the merged buffers ``_ibuf``/``_fbuf``."""
+        ni, nf = int(self._ibuf[kn.H_ILEN]), int(self._ibuf[kn.H_FLEN])
+        self.sim._bind(self._ibuf[:ni], self._fbuf[:nf])
+        self._eib = self._ibuf[ni:]
+        self._efb = self._fbuf[nf:]
+        self._out = self._efb[self._eib[vk.EFO_OUT] :]
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickling copies views: re-derive them from the merged buffers (the authoritative state)
+        self.__dict__.update(state)
+        self._bind_buffers()
 
     def _init_eta(self) -> None:
         """Start the running eta at PAS's efficiency (a short seeded simulation, once per env)."""
@@ -208,8 +201,10 @@ class ServerFarmEnv(gym.Env):
         eta0 = st.work / denom if denom > 0 else 0.0
         horizon = self.eta_tau / self.config.total_arrival_rate
         power = denom / st.time if st.time > 0 else 1.0
-        self._eta_e = power * horizon
-        self._eta_w = eta0 * self._eta_e
+        eta_e = power * horizon
+        # running eta = exponentially weighted work / energy (kept in the packed env buffer)
+        self._efb[vk.EF_ETAE] = eta_e
+        self._efb[vk.EF_ETAW] = eta0 * eta_e
         self._eta_initialised = True
 
     @property
@@ -219,55 +214,33 @@ class ServerFarmEnv(gym.Env):
             return float(self.reward_eta)
         if not self._eta_initialised:
             self._init_eta()
-        return self._eta_w / self._eta_e if self._eta_e > 0 else 0.0
+        eta_w, eta_e = float(self._efb[vk.EF_ETAW]), float(self._efb[vk.EF_ETAE])
+        return eta_w / eta_e if eta_e > 0 else 0.0
 
-    def _advance(self) -> None:
-        self._job = self.sim.next_epoch()
-        self._update_mask()
+    @property
+    def _n_invalid(self) -> int:
+        """Masked actions replaced by the fallback since the last reset."""
+        return int(self._eib[vk.E_NINV])
 
-    def _update_mask(self) -> None:
-        j = self._job
-        if self.action_mode == "server":
-            np.less(self.sim.occ, self._buf_of_server, out=self._mask)
-            self._mask &= self.config.server_availability[j]
-        else:
-            counts = self.sim.level_counts[self._act_rows, self._act_cols]
-            np.greater(counts, 0, out=self._mask)
-            self._mask &= self._act_avail[j]
-
-    def _get_obs(self) -> np.ndarray:
-        obs = self._obs
-        if self.action_mode == "server":
-            np.multiply(self.sim.occ, self._inv_buf, out=obs[: self._obs_base], casting="unsafe")
-        else:
-            obs[: self._obs_base] = (
-                self.sim.level_counts[self._hist_rows, self._hist_cols] * self._hist_inv
-            )
-        obs[self._obs_base :] = 0.0
-        if self._n_iv:
-            obs[self._obs_base + self.sim.interval] = 1.0
-        obs[self._obs_base + self._n_iv + self._job] = 1.0
-        return obs.copy()
-
-    def _get_info(self, work: float, energy: float, invalid: bool) -> dict[str, Any]:
-        st = self.sim.stats() - self._base
+    def _get_info(self, o: list[float]) -> dict[str, Any]:
+        """info from the numbers the kernel wrote into ``self._out`` (``o`` = its ``tolist()``)."""
         info = {
             "job_type": self._job,
             "action_mask": self._mask.copy(),
-            "work": work,
-            "energy": energy,
-            "time": st.time,
-            "throughput": st.throughput,
-            "power": st.power,
-            "efficiency": st.efficiency,
-            "blocking": st.blocking,
-            "blocking_per_type": st.blocking_per_type,
-            "eta": self.eta,
-            "invalid_action": invalid,
+            "work": o[vk.X_WORK],
+            "energy": o[vk.X_ENERGY],
+            "time": o[vk.X_TIME],
+            "throughput": o[vk.X_THROUGHPUT],
+            "power": o[vk.X_POWER],
+            "efficiency": o[vk.X_EFFICIENCY],
+            "blocking": o[vk.X_BLOCKING],
+            "blocking_per_type": self._out[vk.N_OUT :].copy(),
+            "eta": o[vk.X_ETA],
+            "invalid_action": o[vk.X_INVALID] != 0.0,
         }
         if self.objective == "cost":
-            info["cost"] = energy
-            info["cost_efficiency"] = st.cost_efficiency
+            info["cost"] = o[vk.X_ENERGY]
+            info["cost_efficiency"] = o[vk.X_COSTEFF]
         return info
 
     # ---- Gymnasium API ---------------------------------------------------------------------------
@@ -281,62 +254,24 @@ class ServerFarmEnv(gym.Env):
         # seed restarts everything, so that the env is a deterministic function of the seed
         if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
             self._init_eta()
-        self.sim.reset(self.np_random)  # one random stream: the env's own generator
-        if self.warmup_epochs > 0:
-            if self.warmup_policy == "pas":
-                self.sim.run(self.warmup_epochs, "priority", self._pas_table)
-            else:
-                self.sim.run(self.warmup_epochs, "random")
-        self._base = self.sim.stats()
-        self._n_invalid = 0
-        self._advance()
-        return self._get_obs(), self._get_info(0.0, 0.0, False)
+        if self.sim.rng is not self.np_random:
+            self.sim.rng = self.np_random  # one random stream: the env's own generator
+        # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
+        self._job = vk.env_reset(self._ibuf, self._fbuf, self._obs, self._mask)
+        return self._obs.copy(), self._get_info(self._out.tolist())
 
     def step(self, action):
         if self._job < 0:
             raise RuntimeError("call reset() before step()")
-        a = int(action)
-        invalid = not (0 <= a < self.action_space.n and self._mask[a])
-        if invalid:
-            if self.invalid_action == "raise":
-                raise ValueError(
-                    f"action {action} is masked out for job type {self._job} (a full or "
-                    "unavailable server); choose an action where action_masks() is True"
-                )
-            self._n_invalid += 1
-            a = self._fallback_action()
-        if self.action_mode == "server":
-            server = a
-        else:
-            k, b = int(self._act_rows[a]), int(self._act_cols[a])
-            server = self.sim.server_at_level(k, b)
-        self.sim.assign(server)
-        w0, e0, t0 = self.sim.work, self._energy_like(), self.sim.time
-        self._advance()
-        work = self.sim.work - w0
-        energy = self._energy_like() - e0
-        reward = (work - self.eta * energy) / self.reward_scale
-        if self.reward_eta == "running":
-            # exponential forgetting over eta_tau mean inter-arrival times
-            decay = math.exp(-(self.sim.time - t0) * self.config.total_arrival_rate / self.eta_tau)
-            self._eta_w = self._eta_w * decay + work
-            self._eta_e = self._eta_e * decay + energy
-        info = self._get_info(work, energy, invalid)
-        return self._get_obs(), float(reward), False, False, info
-
-    def _fallback_action(self) -> int:
-        """Where PAS would send the job (highest mu/(eps-eps0), ties smallest index)."""
-        if self.action_mode == "server":
-            prio = np.where(
-                self._mask, self.config.group_efficiency[self.config.server_group], -np.inf
+        job = vk.env_step(self._ibuf, self._fbuf, self._obs, self._mask, int(action))
+        if job < 0:
+            raise ValueError(
+                f"action {action} is masked out for job type {self._job} (a full or "
+                "unavailable server); choose an action where action_masks() is True"
             )
-            return int(np.argmax(prio))
-        s = kn.pick_priority(
-            self._job, self._pas_table, self.sim._jg_ptr, self.sim._jg_idx, self.sim._buffers,
-            self.sim._hdata, self.sim._hbase, self.sim.level_counts,
-        )  # fmt: skip
-        k = int(self.config.server_group[s])
-        return int(self._level_offsets[k] + self.sim.occ[s])
+        self._job = job
+        o = self._out.tolist()
+        return self._obs.copy(), o[vk.X_REWARD], False, False, self._get_info(o)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

@@ -115,51 +115,84 @@ class FarmSimulator:
     ):
         self.config = c = config
         self.general = force_general or not c.all_exponential
-        K, B = c.n_groups, c.max_buffer
-        self._server_group = c.server_group
-        self._group_count = np.array([g.count for g in c.groups], dtype=np.int64)
-        self._buffers = c.buffers
-        ptr = np.zeros(c.n_job_types + 1, dtype=np.int64)
-        idx: list[int] = []
-        for j, jt in enumerate(c.job_types):
-            idx.extend(jt.groups)
-            ptr[j + 1] = len(idx)
-        self._jg_ptr, self._jg_idx = ptr, np.array(idx, dtype=np.int64)
-        self._mu, self._pw = c.mu_table, c.power_table
-        self._crates = np.cumsum(c.arrival_rates, axis=1)
-        self._prices = c.prices
-        self._interval = float(c.interval_length)
-        sizes = [c.size_of(j) for j in range(c.n_job_types)]
-        self._dist = np.array([d.code for d in sizes], dtype=np.int64)
-        self._dparams = np.array([d.params() for d in sizes], dtype=np.float64).reshape(-1, 2)
-        # heap storage: group k reserves R_k slots for each level 0..B_k
-        hbase = np.zeros((K, B + 1), dtype=np.int64)
-        off = 0
-        for k, g in enumerate(c.groups):
-            for b in range(g.buffer + 1):
-                hbase[k, b] = off
-                off += g.count
-        self._hbase = hbase
-        S = c.n_servers
-        self.occ = np.zeros(S, dtype=np.int64)
-        self._hdata = np.zeros(off, dtype=np.int64)
-        self._hpos = np.zeros(S, dtype=np.int64)
-        self.level_counts = np.zeros((K, B + 1), dtype=np.int64)  # the heaps' sizes = m_{k,b}
-        self._fs = np.zeros(8)
-        self._isc = np.zeros(6, dtype=np.int64)
-        self._cnt = np.zeros((3, c.n_job_types), dtype=np.int64)
-        if self.general:
-            self._vwork = np.zeros(S)
-            self._tlast = np.zeros(S)
-            self._jobs = np.zeros((S, B))
-            self._dheap = np.zeros(S, dtype=np.int64)
-            self._dpos = np.full(S, -1, dtype=np.int64)
-            self._dkey = np.full(S, np.inf)
-        self._dummy_table = np.zeros((K, B + 1))
+        self._dummy_table = np.zeros((c.n_groups, c.max_buffer + 1))
+        self._rng: np.random.Generator | None = None
+        self._bind(*_pack(c, self.general))
         self.rng = (
             np.random.default_rng(seed) if not isinstance(seed, np.random.Generator) else seed
         )
         self.reset()
+
+    def _bind(self, ib: np.ndarray, fb: np.ndarray) -> None:
+        """Use the packed buffers ``ib``/``fb`` (see ``envs.kernels``; a vector env binds its
+        simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
+        c = self.config
+        K, J, B1, S, NI = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers, c.n_intervals
+        ns = S if self.general else 0
+        self._ib, self._fb = ib, fb
+
+        def iv(field: int, n: int) -> np.ndarray:
+            return ib[ib[field] : ib[field] + n]
+
+        def fv(field: int, n: int) -> np.ndarray:
+            return fb[ib[field] : ib[field] + n]
+
+        self._server_group = iv(kn.O_SG, S)
+        self._group_count = iv(kn.O_GC, K)
+        self._buffers = iv(kn.O_BUF, K)
+        self._jg_ptr = iv(kn.O_JGP, J + 1)
+        self._jg_idx = iv(kn.O_JGI, int(ib[kn.H_NQ]))
+        self._hbase = iv(kn.O_HBASE, K * B1).reshape(K, B1)
+        self._dist = iv(kn.O_DIST, J)
+        self.occ = iv(kn.O_OCC, S)
+        self._hdata = ib[ib[kn.O_HDATA] : ib[kn.O_HPOS]]
+        self._hpos = iv(kn.O_HPOS, S)
+        self.level_counts = iv(kn.O_HSIZE, K * B1).reshape(K, B1)  # the heaps' sizes = m_{k,b}
+        self._isc = iv(kn.O_ISC, 6)
+        self._cnt = iv(kn.O_CNT, 3 * J).reshape(3, J)
+        self._mu = fv(kn.P_MU, K * B1).reshape(K, B1)
+        self._pw = fv(kn.P_PW, K * B1).reshape(K, B1)
+        self._crates = fv(kn.P_CR, NI * J).reshape(NI, J)
+        self._prices = fv(kn.P_PR, NI * K).reshape(NI, K)
+        self._dparams = fv(kn.P_DPAR, 2 * J).reshape(J, 2)
+        self._interval = float(fb[ib[kn.P_IVL]])
+        self._fs = fv(kn.P_FS, 8)
+        self._rng_ptrs = iv(kn.O_RNG, kn.RNG_PTRS)
+        if self.general:
+            self._vwork = fv(kn.P_VWORK, ns)
+            self._tlast = fv(kn.P_TLAST, ns)
+            self._jobs = fv(kn.P_JOBS, ns * (B1 - 1)).reshape(ns, B1 - 1)
+            self._dheap = iv(kn.O_DHEAP, ns)
+            self._dpos = iv(kn.O_DPOS, ns)
+            self._dkey = fv(kn.P_DKEY, ns)
+        if self._rng is not None:
+            kn.rng_pointers(self._rng, self._rng_ptrs)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The single random stream (the compiled kernels read its state through raw pointers)."""
+        return self._rng
+
+    @rng.setter
+    def rng(self, gen: np.random.Generator) -> None:
+        if not isinstance(gen, np.random.Generator):
+            raise ValueError(f"rng: expected a numpy.random.Generator, got {type(gen).__name__}")
+        self._rng = gen  # holding it keeps the pointers valid
+        kn.rng_pointers(gen, self._rng_ptrs)
+
+    def __getstate__(self) -> dict:
+        # the array attributes are views of the packed buffers and the kernels read the Generator
+        # through raw pointers: pickle the buffers and the Generator, rebuild the rest
+        return {"config": self.config, "general": self.general, "ib": self._ib, "fb": self._fb,
+                "rng": self._rng}  # fmt: skip
+
+    def __setstate__(self, state: dict) -> None:
+        self.config = state["config"]
+        self.general = state["general"]
+        self._dummy_table = np.zeros((self.config.n_groups, self.config.max_buffer + 1))
+        self._rng = None
+        self._bind(state["ib"], state["fb"])
+        self.rng = state["rng"]
 
     # ---- state -------------------------------------------------------------------------------
     def reset(self, seed: int | np.random.Generator | None = None) -> None:
@@ -168,26 +201,7 @@ class FarmSimulator:
             self.rng = (
                 seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
             )
-        c = self.config
-        self.occ[:] = 0
-        self.level_counts[:] = 0
-        for k, g in enumerate(c.groups):
-            lo = int(c.group_offsets[k])
-            base = self._hbase[k, 0]
-            # servers in increasing index order form a valid min-heap
-            self._hdata[base : base + g.count] = np.arange(lo, lo + g.count)
-            self._hpos[lo : lo + g.count] = np.arange(g.count)
-            self.level_counts[k, 0] = g.count
-        self._fs[:] = 0.0
-        self._fs[kn.NEXT_ARR] = -1.0
-        self._isc[:] = 0
-        self._isc[kn.PENDING] = -1
-        self._cnt[:] = 0
-        if self.general:
-            self._vwork[:] = 0.0
-            self._tlast[:] = 0.0
-            self._dpos[:] = -1
-            self._dkey[:] = np.inf
+        kn.packed_reset(self._ib, self._fb)
 
     @property
     def time(self) -> float:
@@ -254,23 +268,8 @@ class FarmSimulator:
 
     # ---- driving -----------------------------------------------------------------------------
     def _run(self, policy: int, table: np.ndarray, n: int) -> int:
-        if self.general:
-            return kn.run_general(
-                self._server_group, self._group_count, self._buffers, self._jg_ptr, self._jg_idx,
-                self._mu, self._pw, self._crates, self._prices, self._interval,
-                self._dist, self._dparams,
-                self.occ, self._hdata, self._hpos, self._hbase, self.level_counts,
-                self._fs, self._isc, self._cnt,
-                self._vwork, self._tlast, self._jobs, self._dheap, self._dpos, self._dkey,
-                self.rng, policy, table, n,
-            )  # fmt: skip
-        return kn.run_exponential(
-            self._server_group, self._group_count, self._buffers, self._jg_ptr, self._jg_idx,
-            self._mu, self._pw, self._crates, self._prices, self._interval,
-            self.occ, self._hdata, self._hpos, self._hbase, self.level_counts,
-            self._fs, self._isc, self._cnt,
-            self.rng, policy, table, n,
-        )  # fmt: skip
+        # re-sums the rates over all servers first, like kernels.run_exponential / run_general
+        return kn.packed_run(self._ib, self._fb, policy, table, n, True)
 
     def next_epoch(self) -> int:
         """Advance to the next decision epoch and return the arriving job's type."""
@@ -285,24 +284,12 @@ class FarmSimulator:
         if j < 0:
             raise RuntimeError("no pending decision: call next_epoch() first")
         s = int(server)
-        if not (0 <= s < self.config.n_servers) or not self.server_mask(j)[s]:
+        if not kn.can_take(self._ib, s, j):
             raise ValueError(
                 f"server {server} cannot take a job of type {j} "
                 "(not in its available groups, or full); choose a server where the mask is True"
             )
-        if self.general:
-            kn.assign_general(
-                s, j, self._server_group, self._mu, self._pw, self._prices, self._dist,
-                self._dparams, self.occ, self._hdata, self._hpos, self._hbase, self.level_counts,
-                self._fs, self._isc, self._cnt, self._vwork, self._tlast, self._jobs,
-                self._dheap, self._dpos, self._dkey, self.rng,
-            )  # fmt: skip
-        else:
-            kn.assign_exponential(
-                s, j, self._server_group, self._mu, self._pw, self._prices, self.occ,
-                self._hdata, self._hpos, self._hbase, self.level_counts, self._fs, self._isc,
-                self._cnt,
-            )  # fmt: skip
+        kn.packed_assign(self._ib, self._fb, s)
 
     def run(
         self, n_epochs: int, policy: str = "priority", table: np.ndarray | None = None
@@ -339,3 +326,67 @@ class FarmSimulator:
             self._run(BUILTIN_POLICIES[policy], table, chunk)
             remaining -= chunk
         return self.stats() - before
+
+
+def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Build the packed buffers (header + every array, see ``envs.kernels``) of a fresh farm."""
+    K, J, B1, S, NI = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers, c.n_intervals
+    ns = S if general else 0
+    jg_idx = np.array([k for jt in c.job_types for k in jt.groups], dtype=np.int64)
+    jg_ptr = np.concatenate([[0], np.cumsum([len(jt.groups) for jt in c.job_types])])
+    # heap storage: group k reserves R_k slots for each level 0..B_k
+    hbase = np.zeros((K, B1), dtype=np.int64)
+    off = 0
+    for k, g in enumerate(c.groups):
+        for b in range(g.buffer + 1):
+            hbase[k, b] = off
+            off += g.count
+    sizes = [c.size_of(j) for j in range(J)]
+    ints: list[tuple[int, np.ndarray | int]] = [
+        (kn.O_SG, c.server_group),
+        (kn.O_GC, np.array([g.count for g in c.groups])),
+        (kn.O_BUF, c.buffers),
+        (kn.O_JGP, jg_ptr),
+        (kn.O_JGI, jg_idx),
+        (kn.O_HBASE, hbase.ravel()),
+        (kn.O_DIST, np.array([d.code for d in sizes])),
+        (kn.O_OCC, S),
+        (kn.O_HDATA, off),
+        (kn.O_HPOS, S),  # must follow O_HDATA (hdata's end is hpos's start)
+        (kn.O_HSIZE, K * B1),
+        (kn.O_ISC, 6),
+        (kn.O_CNT, 3 * J),
+        (kn.O_DHEAP, ns),
+        (kn.O_DPOS, ns),
+        (kn.O_RNG, kn.RNG_PTRS),
+    ]
+    floats: list[tuple[int, np.ndarray | int]] = [
+        (kn.P_MU, c.mu_table.ravel()),
+        (kn.P_PW, c.power_table.ravel()),
+        (kn.P_CR, np.cumsum(c.arrival_rates, axis=1).ravel()),
+        (kn.P_PR, c.prices.ravel()),
+        (kn.P_DPAR, np.array([d.params() for d in sizes], dtype=np.float64).ravel()),
+        (kn.P_IVL, np.array([float(c.interval_length)])),
+        (kn.P_FS, 8),
+        (kn.P_VWORK, ns),
+        (kn.P_TLAST, ns),
+        (kn.P_JOBS, ns * (B1 - 1)),
+        (kn.P_DKEY, ns),
+    ]
+
+    def size(x: np.ndarray | int) -> int:
+        return int(x) if isinstance(x, int) else len(x)
+
+    ib = np.zeros(kn.HEADER_SIZE + sum(size(x) for _, x in ints), dtype=np.int64)
+    fb = np.zeros(sum(size(x) for _, x in floats), dtype=np.float64)
+    ib[[kn.H_S, kn.H_K, kn.H_J, kn.H_B1, kn.H_NI, kn.H_GEN, kn.H_NQ, kn.H_ILEN, kn.H_FLEN]] = [
+        S, K, J, B1, NI, int(general), len(jg_idx), len(ib), len(fb)
+    ]  # fmt: skip
+    for buf, fields, start in ((ib, ints, kn.HEADER_SIZE), (fb, floats, 0)):
+        o = start
+        for field, x in fields:
+            ib[field] = o
+            if not isinstance(x, int):
+                buf[o : o + len(x)] = x
+            o += size(x)
+    return ib, fb
