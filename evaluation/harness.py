@@ -521,6 +521,7 @@ def sweep(
             rows.append(
                 {
                     "scenario": rep["scenario"],
+                    "base_scenario": p.scenario_source,
                     "scale": int(f),
                     "n_servers": rep["n_servers"],
                     "seed": p.seed,

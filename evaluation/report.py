@@ -282,7 +282,7 @@ def plot_efficiency(report: Mapping[str, Any], path: str | Path) -> None:
     ax.set_ylabel("efficiency (work per unit energy)")
     st = report["settings"]
     ax.set_title(f"{report['scenario']}: {st['replications']} reps x {st['horizon']} epochs")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     ax.tick_params(axis="x", labelrotation=30)
     _save_figure(fig, path)
 
@@ -300,13 +300,11 @@ def plot_sweep(sweep: Mapping[str, Any], path: str | Path) -> None:
     for r in sweep["rows"]:
         if r["seed"] != first_seed:
             continue
-        series.setdefault((r["scenario"].split("-x")[0], r["policy"]), []).append(
+        series.setdefault((r["base_scenario"], r["policy"]), []).append(
             (r["n_servers"], r["efficiency_mean"], r["efficiency_ci95"] or 0.0)
         )
         if r["upper_bound"] is not None:
-            bounds.setdefault(r["scenario"].split("-x")[0], []).append(
-                (r["n_servers"], r["upper_bound"])
-            )
+            bounds.setdefault(r["base_scenario"], []).append((r["n_servers"], r["upper_bound"]))
     for (sc, pol), pts in series.items():
         pts.sort()
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
