@@ -3,6 +3,7 @@ vector envs, registration, invalid actions, rendering."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import warnings
 from typing import Any
@@ -258,6 +259,28 @@ def test_same_seed_same_sequence(scenario: Any, mode: str) -> None:
     assert_identical(rollout(env, seed=123, n=200), a)
     c = rollout(make(scenario, mode), seed=124, n=200)
     assert not all(np.array_equal(x[0], y[0]) for x, y in zip(a, c, strict=True))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_deepcopy_env_continues_identically(mode: str) -> None:
+    """copy.deepcopy(env) is a snapshot that replays the original's future step for step."""
+    env = ServerFarmEnv("tiny", action_mode=mode)
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        _, _, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+    dup = copy.deepcopy(env)
+    actions = [int(np.flatnonzero(info["action_mask"])[0])]
+    first = env.step(actions[0])
+    for _ in range(30):
+        actions.append(int(np.flatnonzero(env.action_masks())[-1]))
+        env.step(actions[-1])
+    replay = dup.step(actions[0])
+    assert_identical(first, replay)
+    for a in actions[1:]:
+        dup.step(a)
+    np.testing.assert_array_equal(dup.sim.occ, env.sim.occ)
+    assert dup.sim.time == env.sim.time
 
 
 # ---------------------------------------------------------------------------------------------

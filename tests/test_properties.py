@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -206,3 +207,11 @@ def test_env_observation_and_mask(d: dict[str, Any], seed: int, mode: str) -> No
         check_sim_invariants(env.sim)
         obs, r, term, trunc, info = env.step(masked_choice(rng, info["action_mask"]))
         assert np.isfinite(r) and not term and not trunc and not info["invalid_action"]
+
+
+@pytest.mark.slow
+@settings(SETTINGS, max_examples=400)
+@given(d=scenario_dicts(), seed=st.integers(0, 2**31 - 1), force_general=st.booleans())
+def test_step_api_invariants_many(d: dict[str, Any], seed: int, force_general: bool) -> None:
+    """test_step_api_invariants over many more scenarios."""
+    test_step_api_invariants.hypothesis.inner_test(d, seed, force_general)

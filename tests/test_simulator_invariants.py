@@ -3,6 +3,8 @@ built-in dispatchers against their documented rules, seeding, misuse errors."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import queue
 import subprocess
 import sys
@@ -221,6 +223,33 @@ def test_reset_empties_the_farm(general: bool) -> None:
     check_sim_invariants(sim)
 
 
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+@pytest.mark.parametrize("general", [False, True], ids=["fast", "general"])
+def test_copies_are_independent_and_continue_identically(general: bool, how: str) -> None:
+    """A deep copy (or pickle round trip) of a simulator is a snapshot: it continues exactly as
+    the original would (same state, same random stream state), and neither affects the other.
+    (The original stays alive throughout: a copy that still pointed into it could otherwise
+    touch freed memory.)"""
+    c = load_preset("tiny")
+    sim = FarmSimulator(c, seed=0, force_general=general)
+    sim.run(300, "random")
+    j = sim.next_epoch()
+    dup = copy.deepcopy(sim) if how == "deepcopy" else pickle.loads(pickle.dumps(sim))
+    assert dup.pending_job_type == j and dup.time == sim.time
+    np.testing.assert_array_equal(dup.occ, sim.occ)
+    for x in (sim, dup):
+        x.assign(int(np.flatnonzero(x.server_mask(j))[0]))
+    a = sim.run(1_000, "random")
+    b = dup.run(1_000, "random")
+    assert _stats_equal(a, b), (a, b)
+    assert _stats_equal(sim.stats(), dup.stats())
+    check_sim_invariants(dup)
+    # and they are independent: advancing one leaves the other where it was
+    before = dup.stats()
+    sim.run(100, "random")
+    assert _stats_equal(dup.stats(), before)
+
+
 # ---------------------------------------------------------------------------------------------
 # misuse
 # ---------------------------------------------------------------------------------------------
@@ -335,10 +364,10 @@ def test_interval_boundaries_do_not_hang() -> None:
     try:
         if line(600) != "warm":
             pytest.fail(f"the subprocess could not load the kernels: {stop()}")
-        if line(10) != "ok":
+        if line(5) != "ok":
             pytest.fail(
                 "FarmSimulator.run on a time-varying farm with interval_length in (0.7, 0.1, "
-                "1/3, 0.3) did not finish 2,000 epochs in 10 s (the boundary arithmetic in "
+                "1/3, 0.3) did not finish 2,000 epochs in 5 s (the boundary arithmetic in "
                 f"envs/kernels.py does not advance past t = m * L): {stop()}"
             )
     finally:

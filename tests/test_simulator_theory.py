@@ -487,3 +487,87 @@ def test_sampler_deterministic_and_seeded() -> None:
     a = _draw(js.code, *js.params(), np.random.default_rng(5), 50)
     b = _draw(js.code, *js.params(), np.random.default_rng(5), 50)
     np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# longer versions (pytest -m slow)
+# ---------------------------------------------------------------------------------------------
+#: (size, force_general): exponential sizes in both kernels, the others (general kernel only)
+SIZES_KERNELS = [
+    pytest.param({"distribution": "exponential"}, False, id="exponential-fast"),
+    pytest.param({"distribution": "exponential"}, True, id="exponential-general"),
+    *[pytest.param(s, True, id=s["distribution"]) for s in GENERAL_SIZES],
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("size", "general"), SIZES_KERNELS)
+@pytest.mark.parametrize(("rho", "B"), [(0.6, 1), (0.95, 2), (1.0, 5), (2.5, 4)])
+def test_mg1b_ps_long(rho: float, B: int, size: dict, general: bool) -> None:
+    """The M/G/1/B-PS law over more loads, buffers and sizes, with 4x longer runs (the mean
+    occupancy, via power increments eps(n) - eps0 = n, together with p0 and p_B)."""
+    c = single_server(rho, 1.0, [float(n) for n in range(1, B + 1)], B, 0.0, size)
+    p = birth_death(rho, [1.0] * B)
+    b = batch_run(
+        c, seed=77, policy="random", n_batches=30, batch_epochs=40_000, force_general=general
+    )
+    check_functionals(b, c, [p], f"M/G/1/{B}-PS rho={rho} {size}")
+    assert_within_ci(ratio_ci(b.energy, b.time), float(p @ np.arange(B + 1)), "mean occupancy")
+
+
+#: random farms whose per-server chain has at most a few thousand states
+SLOW_CTMC_FARMS = [
+    1,
+    3,
+    5,
+    6,
+    11,
+    12,
+    14,
+    16,
+    19,
+    20,
+    21,
+    22,
+    23,
+    24,
+    25,
+    27,
+    30,
+    31,
+    34,
+    35,
+    37,
+    38,
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["pas", "random"])
+@pytest.mark.parametrize("seed", SLOW_CTMC_FARMS)
+def test_random_farms_match_ctmc_long(seed: int, policy: str) -> None:
+    ctmc = pytest.importorskip("baselines.ctmc", reason="baselines/ctmc.py not available yet")
+    c = random_farm(seed)
+    exact = ctmc.evaluate_policy(c, policy)
+    for general in (False, True):
+        b = batch_run(
+            c, seed=seed, policy=policy, n_batches=30, batch_epochs=20_000, force_general=general
+        )
+        tag = f"{c.name} {policy} {'general' if general else 'fast'}"
+        assert_within_ci(ratio_ci(b.work, b.energy), exact.efficiency, f"{tag} efficiency")
+        assert_within_ci(ratio_ci(b.energy, b.time), exact.power, f"{tag} power")
+        for j in range(c.n_job_types):
+            if exact.blocking[j] * b.arrivals[:, j].sum() >= MIN_EVENTS:
+                assert_within_ci(
+                    ratio_ci(b.blocked[:, j], b.arrivals[:, j]),
+                    float(exact.blocking[j]),
+                    f"{tag} blocking[{j}]",
+                )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(EXACT_PAS))
+def test_pas_efficiency_matches_exact_long(name: str) -> None:
+    """10x longer than the default check: a half-width of about 1e-4 relative."""
+    b = batch_run(load_preset(name), seed=4242, policy="pas", n_batches=30, batch_epochs=200_000)
+    assert_within_ci(ratio_ci(b.work, b.energy), EXACT_PAS[name], f"{name} PAS efficiency")
