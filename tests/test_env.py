@@ -125,6 +125,24 @@ def test_gymnasium_and_sb3_checkers(scenario: str | FarmConfig, mode: str) -> No
         sb3_check_env(make(scenario, mode).unwrapped, warn=True)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"objective": "cost"},
+        {"warmup_epochs": 200, "warmup_policy": "random"},
+        {"reward_eta": 0.3, "reward_scale": 10.0, "eta_tau": 50.0},
+    ],  # (not invalid_action="raise": the checkers step with unmasked random actions)
+    ids=str,
+)
+def test_checkers_with_options(options: dict, mode: str) -> None:
+    scenario = RANDOM_CONFIGS[4]  # time-varying prices and rates, general sizes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gym_check_env(make(scenario, mode, **options).unwrapped)
+        sb3_check_env(make(scenario, mode, **options).unwrapped, warn=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # encodings, masks, rewards, info
 # ---------------------------------------------------------------------------------------------
