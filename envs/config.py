@@ -141,7 +141,8 @@ class GroupConfig:
             "buffer": self.buffer,
         }
         if self.price != (1.0,):
-            out["price"] = scal(self.price) if len(self.price) > 1 else self.price[0]
+            # a schedule stays a list even when constant: its length is the number of intervals
+            out["price"] = list(self.price) if len(self.price) > 1 else self.price[0]
         return out
 
 
@@ -313,7 +314,7 @@ class FarmConfig:
             jts.append(d)
         out["job_types"] = jts
         out["job_size"] = self.job_size.to_dict()
-        if self.is_time_varying:
+        if self.is_time_varying or self.interval_length != 1.0:
             out["interval_length"] = self.interval_length
         return out
 
