@@ -26,9 +26,10 @@ servers keyed by that time gives the next departure in O(log S).
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -256,7 +257,7 @@ def run_exponential(
     )  # fmt: skip
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def loop_exponential(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
     occ, hdata, hpos, hbase, hsize, fs, isc, cnt, rng, policy, table, n_epochs,
@@ -642,6 +643,38 @@ def borrow(typingctx, arr):
     return sig, codegen
 
 
+@intrinsic
+def as2d(typingctx, arr, n0, n1):
+    """View of a contiguous 1-D array as C-contiguous ``(n0, n1)`` (the caller guarantees
+    ``n0 * n1 <= arr.size``). ``reshape`` would call a C helper every time; this is a few moves."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"):
+        return None
+    ret = types.Array(arr.dtype, 2, "C")
+    sig = ret(arr, n0, n1)
+
+    def codegen(context, builder, signature, args):
+        src = context.make_array(signature.args[0])(context, builder, value=args[0])
+        out = context.make_array(ret)(context, builder)
+        intp = context.get_value_type(types.intp)
+        d0 = context.cast(builder, args[1], signature.args[1], types.intp)
+        d1 = context.cast(builder, args[2], signature.args[2], types.intp)
+        itemsize = context.get_constant(
+            types.intp, context.get_abi_sizeof(context.get_data_type(arr.dtype))
+        )
+        context.populate_array(
+            out,
+            data=src.data,
+            shape=cgutils.pack_array(builder, [d0, d1], ty=intp),
+            strides=cgutils.pack_array(builder, [builder.mul(d1, itemsize), itemsize], ty=intp),
+            itemsize=src.itemsize,
+            meminfo=src.meminfo,
+            parent=src.parent,
+        )
+        return out._getvalue()
+
+    return sig, codegen
+
+
 def rng_pointers(gen: np.random.Generator, out: np.ndarray) -> None:
     """Write ``gen``'s bit-generator state address and function pointers into ``out[:4]``."""
     c = gen.bit_generator.ctypes
@@ -680,13 +713,14 @@ def unpack(ib, fb):
 
     return (
         iv(O_SG, S), iv(O_GC, K), iv(O_BUF, K), iv(O_JGP, J + 1), iv(O_JGI, ib[H_NQ]),
-        iv(O_HBASE, K * B1).reshape((K, B1)), iv(O_DIST, J), iv(O_OCC, S),
-        ib[ib[O_HDATA] : ib[O_HPOS]], iv(O_HPOS, S), iv(O_HSIZE, K * B1).reshape((K, B1)),
-        iv(O_ISC, 6), iv(O_CNT, 3 * J).reshape((3, J)), iv(O_DHEAP, ns), iv(O_DPOS, ns),
-        fv(P_MU, K * B1).reshape((K, B1)), fv(P_PW, K * B1).reshape((K, B1)),
-        fv(P_CR, NI * J).reshape((NI, J)), fv(P_PR, NI * K).reshape((NI, K)),
-        fv(P_DPAR, 2 * J).reshape((J, 2)), fb[ib[P_IVL]], fv(P_FS, 8), fv(P_VWORK, ns),
-        fv(P_TLAST, ns), fv(P_JOBS, ns * (B1 - 1)).reshape((ns, B1 - 1)), fv(P_DKEY, ns),
+        as2d(iv(O_HBASE, K * B1), K, B1), iv(O_DIST, J), iv(O_OCC, S),
+        ib[ib[O_HDATA] : ib[O_HPOS]].view(np.int32), iv(O_HPOS, (S + 1) // 2).view(np.int32)[:S],
+        as2d(iv(O_HSIZE, K * B1), K, B1),
+        iv(O_ISC, 6), as2d(iv(O_CNT, 3 * J), 3, J), iv(O_DHEAP, ns), iv(O_DPOS, ns),
+        as2d(fv(P_MU, K * B1), K, B1), as2d(fv(P_PW, K * B1), K, B1),
+        as2d(fv(P_CR, NI * J), NI, J), as2d(fv(P_PR, NI * K), NI, K),
+        as2d(fv(P_DPAR, 2 * J), J, 2), fb[ib[P_IVL]], fv(P_FS, 8), fv(P_VWORK, ns),
+        fv(P_TLAST, ns), as2d(fv(P_JOBS, ns * (B1 - 1)), ns, B1 - 1), fv(P_DKEY, ns),
     )  # fmt: skip
 
 
@@ -793,3 +827,292 @@ def packed_reset(ib, fb):
     u[U_TLAST][:] = 0.0
     u[U_DPOS][:] = -1
     u[U_DKEY][:] = np.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# the env step: one decision epoch of ServerFarmEnv in one call (one env or a batch)
+# ---------------------------------------------------------------------------------------------
+# (Here, not in another module: numba's on-disk cache of a function does not notice changes in
+# the functions it calls from *other* files, and a stale copy of this code would read the packed
+# layout wrongly. Keep every compiled function of the project in this file.)
+#
+# A step assigns the action, simulates to the next decision epoch and computes the reward, the
+# running eta, the mask, the observation and the numbers of ``info``, for one env (``env_step``)
+# or a batch (``vec_step``, used by envs.vector.ServerFarmVectorEnv), on the simulator's packed
+# buffers plus the env's own (built by ``envs.server_farm.pack_env``):
+#
+# * ``eib`` (int64): settings and counters (``E_*`` slots) followed by small tables (``EO_*``
+#   offsets): action -> (group, level), observation histogram rows/cols, availability[J, K],
+#   level offsets and the arrivals/blocked counters at the start of the episode; the offsets of
+#   efb's tables (``EFO_*``).
+# * ``efb`` (float64): settings, the running-eta state and the episode's starting integrals
+#   (``EF_*``), then 1/B_k (float32 values), 1/R_k per histogram entry, the PAS table and ``out``:
+#   reward and the numbers of ``info`` (``X_*`` slots), then the blocking probability per type.
+#
+# Entry points take ``ibuf = [ib | eib]`` and ``fbuf = [fb | efb]`` (one env) or 2-D stacks of
+# them (a batch), plus the observation and mask arrays: every argument costs unboxing time.
+#
+# Arithmetic follows the original Python implementation operation for operation (same float64
+# products and quotients, same order), so a step gives bit-identical observations, rewards and
+# infos. One intentional difference: in ``action_mode="group"`` a step keeps the rates W, P, C
+# incrementally instead of re-summing them over all S servers (they are re-summed at every
+# reset, warm-up and interval boundary), so a group-mode step costs no O(S) work; that changes
+# rewards by float rounding only.
+# eib header slots (E_*) and table offsets (EO_*)
+(
+    E_MODE, E_INVALID, E_OBJ, E_RUNNING, E_WARMUP, E_WPOL, E_NINV, E_JOB, E_A, E_L, E_NIV,
+    E_OBSBASE, E_STEPS, E_MAXSTEPS, E_DONE,
+    EO_ACTR, EO_ACTC, EO_HISTR, EO_HISTC, EO_AVAIL, EO_LOFF, EO_BARR, EO_BBLK,
+    EFO_INVB, EFO_HINV, EFO_PAS, EFO_OUT,  # offsets of efb's tables (integers: kept in eib)
+    E_HEADER,
+) = range(28)  # fmt: skip
+# efb slots (EF_*), then its tables
+(
+    EF_FIXETA, EF_TAU, EF_SCALE, EF_LAM, EF_ETAW, EF_ETAE, EF_BT, EF_BW, EF_BE, EF_BC,
+    EF_HEADER,
+) = range(11)  # fmt: skip
+# out slots
+(
+    X_REWARD, X_WORK, X_ENERGY, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING, X_ETA,
+    X_COSTEFF, X_INVALID, X_JOB, X_TRUNC,
+    N_OUT,
+) = range(14)  # fmt: skip
+
+MODE_SERVER, MODE_GROUP = 0, 1
+OK, INVALID_RAISE = 0, 1
+WARMUP_CHUNK = 1_000_000  # FarmSimulator.run's chunk (re-sum points must match for identical runs)
+
+
+@njit(inline="always", **_JIT)
+def _eta(eib, efb):
+    if eib[E_RUNNING] == 0:
+        return efb[EF_FIXETA]
+    return efb[EF_ETAW] / efb[EF_ETAE] if efb[EF_ETAE] > 0 else 0.0
+
+
+@njit(inline="always", **_JIT)
+def _observe(u, eib, efb, obs, mask):
+    """Mask and observation at the pending decision epoch (as ServerFarmEnv's Python code)."""
+    j = u[U_ISC][PENDING]
+    K = u[U_GC].shape[0]
+    av = eib[EO_AVAIL]
+    if eib[E_MODE] == MODE_SERVER:
+        occ, gc, buf = u[U_OCC], u[U_GC], u[U_BUF]
+        invb = eib[EFO_INVB]
+        lo = 0
+        for k in range(K):  # servers are numbered group by group
+            hi = lo + gc[k]
+            bk = buf[k]
+            inv = efb[invb + k]
+            if eib[av + j * K + k] != 0:
+                for s in range(lo, hi):
+                    mask[s] = occ[s] < bk
+            else:
+                mask[lo:hi] = False
+            for s in range(lo, hi):
+                obs[s] = np.float32(occ[s] * inv)
+            lo = hi
+    else:
+        hsize = u[U_HSIZE]
+        ar, ac = eib[EO_ACTR], eib[EO_ACTC]
+        for a in range(eib[E_A]):
+            k = eib[ar + a]
+            mask[a] = hsize[k, eib[ac + a]] > 0 and eib[av + j * K + k] != 0
+        hr, hc, hi = eib[EO_HISTR], eib[EO_HISTC], eib[EFO_HINV]
+        for i in range(eib[E_L]):
+            obs[i] = np.float32(hsize[eib[hr + i], eib[hc + i]] * efb[hi + i])
+    base = eib[E_OBSBASE]
+    obs[base:] = 0.0
+    niv = eib[E_NIV]
+    if niv:
+        obs[base + u[U_ISC][INTERVAL]] = 1.0
+    obs[base + niv + j] = 1.0
+    eib[E_JOB] = j
+
+
+@njit(inline="always", **_JIT)
+def _info(u, eib, efb, out, work, energy, invalid):
+    """The numbers of ``info`` (SimStats since the episode start, same float operations)."""
+    fs, cnt = u[U_FS], u[U_CNT]
+    t = fs[T] - efb[EF_BT]
+    w = fs[WORK] - efb[EF_BW]
+    e = fs[ENERGY] - efb[EF_BE]
+    c = fs[COST] - efb[EF_BC]
+    out[X_WORK] = work
+    out[X_ENERGY] = energy
+    out[X_TIME] = t
+    out[X_THROUGHPUT] = w / t if t > 0 else 0.0
+    out[X_POWER] = e / t if t > 0 else 0.0
+    out[X_EFFICIENCY] = w / e if e > 0 else 0.0
+    out[X_COSTEFF] = w / c if c > 0 else 0.0
+    J = cnt.shape[1]
+    ba, bb = eib[EO_BARR], eib[EO_BBLK]
+    arr_sum = 0
+    blk_sum = 0
+    for j in range(J):
+        a = cnt[0, j] - eib[ba + j]
+        b = cnt[2, j] - eib[bb + j]
+        arr_sum += a
+        blk_sum += b
+        out[N_OUT + j] = b / max(a, 1) if a > 0 else 0.0
+    out[X_BLOCKING] = float(blk_sum) / arr_sum if arr_sum > 0 else 0.0
+    out[X_ETA] = _eta(eib, efb)
+    out[X_INVALID] = 1.0 if invalid else 0.0
+    out[X_JOB] = eib[E_JOB]
+
+
+@njit(**_JIT)
+def _reset_one(ib, fb, eib, efb, obs, mask, out):
+    """ServerFarmEnv.reset after the Generator is set: empty farm, warm-up, first epoch."""
+    packed_reset(ib, fb)
+    u = unpack(ib, fb)
+    rng = packed_rng(ib)
+    remaining = eib[E_WARMUP]
+    mu = u[U_MU]
+    pas = as2d(efb[eib[EFO_PAS] : eib[EFO_PAS] + mu.size], mu.shape[0], mu.shape[1])
+    while remaining > 0:  # FarmSimulator.run: chunks, each re-summing the rates first
+        chunk = min(remaining, WARMUP_CHUNK)
+        packed_resum(u)
+        packed_loop(ib, fb, u, rng, eib[E_WPOL], pas, chunk)
+        remaining -= chunk
+    fs, cnt = u[U_FS], u[U_CNT]
+    efb[EF_BT] = fs[T]
+    efb[EF_BW] = fs[WORK]
+    efb[EF_BE] = fs[ENERGY]
+    efb[EF_BC] = fs[COST]
+    for j in range(cnt.shape[1]):
+        eib[eib[EO_BARR] + j] = cnt[0, j]
+        eib[eib[EO_BBLK] + j] = cnt[2, j]
+    eib[E_NINV] = 0
+    eib[E_STEPS] = 0
+    eib[E_DONE] = 0
+    packed_resum(u)  # FarmSimulator.next_epoch
+    packed_loop(ib, fb, u, rng, POLICY_EXTERNAL, pas, 1)
+    _observe(u, eib, efb, obs, mask)
+    out[X_REWARD] = 0.0
+    out[X_TRUNC] = 0.0
+    _info(u, eib, efb, out, 0.0, 0.0, False)
+
+
+@njit(inline="always", **_JIT)
+def _fallback(u, eib, efb, mask):
+    """Where PAS would send the job (highest mu/(eps-eps0), ties to the smallest server)."""
+    if eib[E_MODE] == MODE_SERVER:
+        sg = u[U_SG]
+        pas = eib[EFO_PAS]
+        B1 = u[U_MU].shape[1]
+        best = -np.inf
+        best_s = 0
+        for s in range(sg.shape[0]):  # np.argmax(np.where(mask, eff[group], -inf))
+            if mask[s]:
+                v = efb[pas + sg[s] * B1]
+                if v > best:
+                    best = v
+                    best_s = s
+        return best_s
+    mu = u[U_MU]
+    pas = as2d(efb[eib[EFO_PAS] : eib[EFO_PAS] + mu.size], mu.shape[0], mu.shape[1])
+    s = pick_priority(
+        u[U_ISC][PENDING], pas, u[U_JGP], u[U_JGI], u[U_BUF], u[U_HDATA],
+        u[U_HBASE], u[U_HSIZE],
+    )  # fmt: skip
+    k = u[U_SG][s]
+    return eib[eib[EO_LOFF] + k] + u[U_OCC][s]
+
+
+@njit(**_JIT)
+def _step_one(ib, fb, eib, efb, obs, mask, out, action):
+    """ServerFarmEnv.step; returns OK or INVALID_RAISE (nothing changed then)."""
+    u = unpack(ib, fb)
+    a = action
+    invalid = not (0 <= a < eib[E_A] and mask[a])
+    if invalid:
+        if eib[E_INVALID] == 1:
+            return INVALID_RAISE
+        eib[E_NINV] += 1
+        a = _fallback(u, eib, efb, mask)
+    if eib[E_MODE] == MODE_SERVER:
+        s = a
+    else:
+        k = eib[eib[EO_ACTR] + a]
+        s = u[U_HDATA][u[U_HBASE][k, eib[eib[EO_ACTC] + a]]]  # smallest index at level
+    packed_assign_unpacked(ib, u, s)
+    fs = u[U_FS]
+    ecol = COST if eib[E_OBJ] == 1 else ENERGY
+    w0 = fs[WORK]
+    e0 = fs[ecol]
+    t0 = fs[T]
+    if eib[E_MODE] == MODE_SERVER:
+        packed_resum(u)  # as FarmSimulator.next_epoch (O(S), like the observation)
+    packed_loop(ib, fb, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1)
+    work = fs[WORK] - w0
+    energy = fs[ecol] - e0
+    out[X_REWARD] = (work - _eta(eib, efb) * energy) / efb[EF_SCALE]
+    if eib[E_RUNNING] == 1:
+        # exponential forgetting over eta_tau mean inter-arrival times
+        decay = math.exp(-(fs[T] - t0) * efb[EF_LAM] / efb[EF_TAU])
+        efb[EF_ETAW] = efb[EF_ETAW] * decay + work
+        efb[EF_ETAE] = efb[EF_ETAE] * decay + energy
+    _observe(u, eib, efb, obs, mask)
+    eib[E_STEPS] += 1
+    trunc = eib[E_MAXSTEPS] > 0 and eib[E_STEPS] >= eib[E_MAXSTEPS]
+    out[X_TRUNC] = 1.0 if trunc else 0.0
+    eib[E_DONE] = 1 if trunc else 0
+    _info(u, eib, efb, out, work, energy, invalid)
+    return OK
+
+
+@njit(inline="always", **_JIT)
+def _split(ibuf, fbuf):
+    """(ib, fb, eib, efb, out) views of an env's merged buffers (borrowed, see kernels.borrow)."""
+    ibuf = borrow(ibuf)
+    fbuf = borrow(fbuf)
+    ilen = ibuf[H_ILEN]
+    flen = ibuf[H_FLEN]
+    eib = ibuf[ilen:]
+    efb = fbuf[flen:]
+    o = eib[EFO_OUT]
+    return ibuf[:ilen], fbuf[:flen], eib, efb, efb[o : o + N_OUT + ibuf[H_J]]
+
+
+@njit(**_JIT)
+def env_reset(ibuf, fbuf, obs, mask):
+    """Reset one env (its Generator already set in ``ib``); returns the first job type."""
+    ib, fb, eib, efb, out = _split(ibuf, fbuf)
+    _reset_one(ib, fb, eib, efb, obs, mask, out)
+    return eib[E_JOB]
+
+
+@njit(**_JIT)
+def env_step(ibuf, fbuf, obs, mask, action):
+    """Step one env; returns the next job type, or -1 for a masked action with
+    ``invalid_action="raise"`` (nothing changed then)."""
+    ib, fb, eib, efb, out = _split(ibuf, fbuf)
+    if _step_one(ib, fb, eib, efb, obs, mask, out, action) == INVALID_RAISE:
+        return -1
+    return eib[E_JOB]
+
+
+@njit(**_JIT)
+def vec_reset(IBUF, FBUF, OBS, MASK, which):
+    """Reset the envs with ``which[e]`` True."""
+    for e in range(IBUF.shape[0]):
+        if which[e]:
+            ib, fb, eib, efb, out = _split(IBUF[e], FBUF[e])
+            _reset_one(ib, fb, eib, efb, OBS[e], MASK[e], out)
+
+
+def _vec_step(IBUF, FBUF, OBS, MASK, actions, codes):
+    # next-step autoreset: an env whose episode ended at the previous step resets now (its
+    # action is ignored, reward 0, not done)
+    for e in prange(IBUF.shape[0]):
+        ib, fb, eib, efb, out = _split(IBUF[e], FBUF[e])
+        if eib[E_DONE]:
+            _reset_one(ib, fb, eib, efb, OBS[e], MASK[e], out)
+            codes[e] = OK
+        else:
+            codes[e] = _step_one(ib, fb, eib, efb, OBS[e], MASK[e], out, actions[e])
+
+
+vec_step = njit(**_JIT)(_vec_step)
+vec_step_parallel = njit(parallel=True, **_JIT)(_vec_step)

@@ -12,17 +12,92 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import kernels as kn
-from envs import vector_kernels as vk
 from envs.config import FarmConfig, load_scenario
 from envs.observation import (
     check_action_mode,
+    hist_offsets,
+    level_offsets,
     n_actions,
+    n_interval_features,
     obs_size,
 )
 from envs.simulator import FarmSimulator
 
 INVALID_ACTION_MODES = ("fallback", "raise")
 OBJECTIVES = ("energy", "cost")
+
+
+def pack_env(
+    config: FarmConfig,
+    action_mode: str,
+    invalid_action: str,
+    objective: str,
+    reward_eta: str | float,
+    eta_tau: float,
+    reward_scale: float,
+    warmup_epochs: int,
+    warmup_policy: str,
+    max_steps: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The env buffers ``(eib, efb)`` of one env (arguments as ``ServerFarmEnv``; ``max_steps`` > 0
+    makes the vector kernel truncate episodes, the single env leaves that to ``TimeLimit``)."""
+    J, B1 = config.n_job_types, config.max_buffer + 1
+    act_r = np.concatenate([np.full(g.buffer, k) for k, g in enumerate(config.groups)])
+    act_c = np.concatenate([np.arange(g.buffer) for g in config.groups])
+    hist_r = np.concatenate([np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)])
+    hist_c = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
+    n_hist = int(hist_offsets(config)[-1])
+    server = action_mode == "server"
+    tables = [
+        (kn.EO_ACTR, act_r),
+        (kn.EO_ACTC, act_c),
+        (kn.EO_HISTR, hist_r),
+        (kn.EO_HISTC, hist_c),
+        (kn.EO_AVAIL, config.availability.astype(np.int64).ravel()),
+        (kn.EO_LOFF, level_offsets(config)),
+        (kn.EO_BARR, np.zeros(J)),
+        (kn.EO_BBLK, np.zeros(J)),
+    ]
+    eib = np.zeros(kn.E_HEADER + sum(len(t) for _, t in tables), dtype=np.int64)
+    eib[kn.E_MODE] = kn.MODE_SERVER if server else kn.MODE_GROUP
+    eib[kn.E_INVALID] = 1 if invalid_action == "raise" else 0
+    eib[kn.E_OBJ] = 1 if objective == "cost" else 0
+    eib[kn.E_RUNNING] = 1 if reward_eta == "running" else 0
+    eib[kn.E_WARMUP] = int(warmup_epochs)
+    eib[kn.E_WPOL] = kn.POLICY_PRIORITY if warmup_policy == "pas" else kn.POLICY_RANDOM
+    eib[kn.E_JOB] = -1
+    eib[kn.E_A] = config.n_servers if server else len(act_r)
+    eib[kn.E_L] = n_hist
+    eib[kn.E_NIV] = n_interval_features(config)
+    eib[kn.E_OBSBASE] = config.n_servers if server else n_hist
+    eib[kn.E_MAXSTEPS] = int(max_steps)
+    o = kn.E_HEADER
+    for field, t in tables:
+        eib[field] = o
+        eib[o : o + len(t)] = t
+        o += len(t)
+    # float32 reciprocals exactly as the Python encodings (numpy promotes them to float64)
+    inv_b = (1.0 / config.buffers).astype(np.float32).astype(np.float64)
+    hist_inv = np.array([1.0 / config.groups[k].count for k in hist_r], np.float32)
+    pas = np.repeat(config.group_efficiency[:, None], B1, axis=1).ravel()
+    ftables = [
+        (kn.EFO_INVB, inv_b),
+        (kn.EFO_HINV, hist_inv.astype(np.float64)),
+        (kn.EFO_PAS, pas),
+        (kn.EFO_OUT, np.zeros(kn.N_OUT + J)),
+    ]
+    efb = np.zeros(kn.EF_HEADER + sum(len(t) for _, t in ftables), dtype=np.float64)
+    efb[kn.EF_FIXETA] = 0.0 if reward_eta == "running" else float(reward_eta)
+    efb[kn.EF_TAU] = float(eta_tau)
+    efb[kn.EF_SCALE] = float(reward_scale)
+    efb[kn.EF_LAM] = config.total_arrival_rate
+    o = kn.EF_HEADER
+    for field, t in ftables:
+        eib[field] = o
+        efb[o : o + len(t)] = t
+        o += len(t)
+    assert obs_size(config, action_mode) == eib[kn.E_OBSBASE] + eib[kn.E_NIV] + J
+    return eib, efb
 
 
 class ServerFarmEnv(gym.Env):
@@ -166,7 +241,7 @@ class ServerFarmEnv(gym.Env):
         # simulator's, and the env's own settings, tables and running state (eib/efb). The mask,
         # observation and info numbers are written into the arrays below.
         self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
-        eib, efb = vk.pack_env(
+        eib, efb = pack_env(
             config, action_mode, invalid_action, objective, reward_eta, eta_tau, reward_scale,
             self.warmup_epochs, warmup_policy,
         )  # fmt: skip
@@ -185,7 +260,7 @@ class ServerFarmEnv(gym.Env):
         self.sim._bind(self._ibuf[:ni], self._fbuf[:nf])
         self._eib = self._ibuf[ni:]
         self._efb = self._fbuf[nf:]
-        self._out = self._efb[self._eib[vk.EFO_OUT] :]
+        self._out = self._efb[self._eib[kn.EFO_OUT] :]
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickling copies views: re-derive them from the merged buffers (the authoritative state)
@@ -203,8 +278,8 @@ class ServerFarmEnv(gym.Env):
         power = denom / st.time if st.time > 0 else 1.0
         eta_e = power * horizon
         # running eta = exponentially weighted work / energy (kept in the packed env buffer)
-        self._efb[vk.EF_ETAE] = eta_e
-        self._efb[vk.EF_ETAW] = eta0 * eta_e
+        self._efb[kn.EF_ETAE] = eta_e
+        self._efb[kn.EF_ETAW] = eta0 * eta_e
         self._eta_initialised = True
 
     @property
@@ -214,33 +289,33 @@ class ServerFarmEnv(gym.Env):
             return float(self.reward_eta)
         if not self._eta_initialised:
             self._init_eta()
-        eta_w, eta_e = float(self._efb[vk.EF_ETAW]), float(self._efb[vk.EF_ETAE])
+        eta_w, eta_e = float(self._efb[kn.EF_ETAW]), float(self._efb[kn.EF_ETAE])
         return eta_w / eta_e if eta_e > 0 else 0.0
 
     @property
     def _n_invalid(self) -> int:
         """Masked actions replaced by the fallback since the last reset."""
-        return int(self._eib[vk.E_NINV])
+        return int(self._eib[kn.E_NINV])
 
     def _get_info(self, o: list[float]) -> dict[str, Any]:
         """info from the numbers the kernel wrote into ``self._out`` (``o`` = its ``tolist()``)."""
         info = {
             "job_type": self._job,
             "action_mask": self._mask.copy(),
-            "work": o[vk.X_WORK],
-            "energy": o[vk.X_ENERGY],
-            "time": o[vk.X_TIME],
-            "throughput": o[vk.X_THROUGHPUT],
-            "power": o[vk.X_POWER],
-            "efficiency": o[vk.X_EFFICIENCY],
-            "blocking": o[vk.X_BLOCKING],
-            "blocking_per_type": self._out[vk.N_OUT :].copy(),
-            "eta": o[vk.X_ETA],
-            "invalid_action": o[vk.X_INVALID] != 0.0,
+            "work": o[kn.X_WORK],
+            "energy": o[kn.X_ENERGY],
+            "time": o[kn.X_TIME],
+            "throughput": o[kn.X_THROUGHPUT],
+            "power": o[kn.X_POWER],
+            "efficiency": o[kn.X_EFFICIENCY],
+            "blocking": o[kn.X_BLOCKING],
+            "blocking_per_type": self._out[kn.N_OUT :].copy(),
+            "eta": o[kn.X_ETA],
+            "invalid_action": o[kn.X_INVALID] != 0.0,
         }
         if self.objective == "cost":
-            info["cost"] = o[vk.X_ENERGY]
-            info["cost_efficiency"] = o[vk.X_COSTEFF]
+            info["cost"] = o[kn.X_ENERGY]
+            info["cost_efficiency"] = o[kn.X_COSTEFF]
         return info
 
     # ---- Gymnasium API ---------------------------------------------------------------------------
@@ -257,13 +332,13 @@ class ServerFarmEnv(gym.Env):
         if self.sim.rng is not self.np_random:
             self.sim.rng = self.np_random  # one random stream: the env's own generator
         # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
-        self._job = vk.env_reset(self._ibuf, self._fbuf, self._obs, self._mask)
+        self._job = kn.env_reset(self._ibuf, self._fbuf, self._obs, self._mask)
         return self._obs.copy(), self._get_info(self._out.tolist())
 
     def step(self, action):
         if self._job < 0:
             raise RuntimeError("call reset() before step()")
-        job = vk.env_step(self._ibuf, self._fbuf, self._obs, self._mask, int(action))
+        job = kn.env_step(self._ibuf, self._fbuf, self._obs, self._mask, int(action))
         if job < 0:
             raise ValueError(
                 f"action {action} is masked out for job type {self._job} (a full or "
@@ -271,7 +346,7 @@ class ServerFarmEnv(gym.Env):
             )
         self._job = job
         o = self._out.tolist()
-        return self._obs.copy(), o[vk.X_REWARD], False, False, self._get_info(o)
+        return self._obs.copy(), o[kn.X_REWARD], False, False, self._get_info(o)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

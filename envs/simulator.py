@@ -145,8 +145,9 @@ class FarmSimulator:
         self._hbase = iv(kn.O_HBASE, K * B1).reshape(K, B1)
         self._dist = iv(kn.O_DIST, J)
         self.occ = iv(kn.O_OCC, S)
-        self._hdata = ib[ib[kn.O_HDATA] : ib[kn.O_HPOS]]
-        self._hpos = iv(kn.O_HPOS, S)
+        # heap arrays are int32 (half the cache footprint), two per int64 slot
+        self._hdata = ib[ib[kn.O_HDATA] : ib[kn.O_HPOS]].view(np.int32)
+        self._hpos = iv(kn.O_HPOS, (S + 1) // 2).view(np.int32)[:S]
         self.level_counts = iv(kn.O_HSIZE, K * B1).reshape(K, B1)  # the heaps' sizes = m_{k,b}
         self._isc = iv(kn.O_ISC, 6)
         self._cnt = iv(kn.O_CNT, 3 * J).reshape(3, J)
@@ -351,8 +352,8 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
         (kn.O_HBASE, hbase.ravel()),
         (kn.O_DIST, np.array([d.code for d in sizes])),
         (kn.O_OCC, S),
-        (kn.O_HDATA, off),
-        (kn.O_HPOS, S),  # must follow O_HDATA (hdata's end is hpos's start)
+        (kn.O_HDATA, (off + 1) // 2),  # int32 entries, two per slot
+        (kn.O_HPOS, (S + 1) // 2),  # int32; must follow O_HDATA (hdata ends where hpos starts)
         (kn.O_HSIZE, K * B1),
         (kn.O_ISC, 6),
         (kn.O_CNT, 3 * J),
