@@ -3,7 +3,10 @@
 * ``ServerFarm-v0``: :class:`~envs.server_farm.ServerFarmEnv` with ``action_mode="server"``.
 * ``ServerFarmGroup-v0``: the size-independent ``action_mode="group"`` variant.
 
-``gymnasium.make("ServerFarm-v0", scenario="tiny", max_episode_steps=500)``.
+``gymnasium.make("ServerFarm-v0", scenario="tiny", max_episode_steps=500)``;
+``gymnasium.make_vec("ServerFarm-v0", num_envs=64, vectorization_mode="vector_entry_point")``
+builds the native batched env :class:`~envs.vector.ServerFarmVectorEnv` (also ``make_vec``'s
+default mode for these ids; ``"sync"``/``"async"`` give Gymnasium's generic vector envs).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def register_envs() -> None:
             gym.register(
                 id=env_id,
                 entry_point="envs.server_farm:ServerFarmEnv",
+                vector_entry_point="envs.vector:ServerFarmVectorEnv",
                 max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
                 kwargs=kwargs,
             )

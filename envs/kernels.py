@@ -904,13 +904,15 @@ def _observe(u, eib, efb, obs, mask):
             hi = lo + gc[k]
             bk = buf[k]
             inv = efb[invb + k]
+            # 0-based loops over slices: no negative-index checks, so LLVM vectorises them
+            occ_k, mask_k, obs_k = occ[lo:hi], mask[lo:hi], obs[lo:hi]
             if eib[av + j * K + k] != 0:
-                for s in range(lo, hi):
-                    mask[s] = occ[s] < bk
+                for i in range(hi - lo):
+                    mask_k[i] = occ_k[i] < bk
             else:
-                mask[lo:hi] = False
-            for s in range(lo, hi):
-                obs[s] = np.float32(occ[s] * inv)
+                mask_k[:] = False
+            for i in range(hi - lo):
+                obs_k[i] = np.float32(occ_k[i] * inv)
             lo = hi
     else:
         hsize = u[U_HSIZE]

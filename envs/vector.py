@@ -1,0 +1,349 @@
+"""Native batched env: N copies of :class:`~envs.server_farm.ServerFarmEnv` stepped in one compiled
+call, as a Gymnasium :class:`~gymnasium.vector.VectorEnv` and, through :class:`SB3VecEnvAdapter`,
+as a Stable-Baselines3 ``VecEnv`` (MaskablePPO reads its masks).
+
+``gymnasium.make_vec("ServerFarm-v0", num_envs=64, vectorization_mode="vector_entry_point",
+scenario="paper-100")`` builds a :class:`ServerFarmVectorEnv` (it is also ``make_vec``'s default
+mode for these ids). Semantics, per env, are exactly those of ``ServerFarmEnv`` wrapped in
+``TimeLimit(max_episode_steps)``:
+
+* **Seeding**: ``reset(seed=s)`` gives env ``i`` the stream ``numpy.random.default_rng(s + i)``
+  (what ``env.reset(seed=s + i)`` gives a single env, and Gymnasium's ``SyncVectorEnv`` uses);
+  a list seeds env by env. The first reset without a seed draws fresh entropy; later resets
+  without a seed continue each env's stream. With the same seed, env ``i`` follows the same
+  trajectory as a single env reset with ``seed + i`` and given the same actions.
+* **Autoreset** (``metadata["autoreset_mode"] = AutoresetMode.NEXT_STEP``, Gymnasium 1.x's
+  default): when env ``i`` returns ``truncated[i] = True`` (after ``max_episode_steps`` steps;
+  the task never terminates), its next ``step`` ignores ``actions[i]``, resets it and returns
+  the first observation of the new episode with reward 0 and ``terminated = truncated = False``.
+  Running eta, as in the single env, carries over autoresets; a seeded ``reset`` restarts it.
+* **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``;
+  ``infos["action_mask"]`` holds the same.
+* **infos**: Gymnasium's vector layout: each key of the single env's info (``work``,
+  ``energy``, ``efficiency``, ...) maps to an array over envs, with a boolean ``"_key"`` array
+  (all True: every env reports every key at every step).
+
+``parallel=True`` spreads the envs over numba's thread pool (``prange``); the default serial
+loop is usually as fast for small farms and never oversubscribes a machine shared with others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from envs import kernels as kn
+from envs.config import FarmConfig
+from envs.server_farm import ServerFarmEnv
+from envs.simulator import FarmSimulator
+
+_SCALAR_INFO = (
+    ("work", kn.X_WORK),
+    ("energy", kn.X_ENERGY),
+    ("time", kn.X_TIME),
+    ("throughput", kn.X_THROUGHPUT),
+    ("power", kn.X_POWER),
+    ("efficiency", kn.X_EFFICIENCY),
+    ("blocking", kn.X_BLOCKING),
+    ("eta", kn.X_ETA),
+)
+
+
+class ServerFarmVectorEnv(VectorEnv):
+    """``num_envs`` independent farms (same scenario and settings) stepped by one compiled call.
+
+    Args:
+        num_envs: number of farms.
+        scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
+            warmup_epochs, warmup_policy: as :class:`~envs.server_farm.ServerFarmEnv`.
+        max_episode_steps: steps per episode (truncation); ``None`` or 0: never truncate.
+        parallel: step the envs on numba's thread pool.
+        render_mode: only ``None`` is supported.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}  # noqa: RUF012
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        scenario: str | Path | Mapping[str, Any] | FarmConfig = "tiny",
+        action_mode: str = "server",
+        reward_eta: str | float = "running",
+        eta_tau: float = 10_000.0,
+        reward_scale: float = 1.0,
+        objective: str = "energy",
+        invalid_action: str = "fallback",
+        warmup_epochs: int = 0,
+        warmup_policy: str = "pas",
+        max_episode_steps: int | None = 1000,
+        parallel: bool = False,
+        render_mode: str | None = None,
+    ):
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
+        if max_episode_steps is not None and int(max_episode_steps) < 0:
+            raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
+        if render_mode is not None:
+            raise ValueError(f"render_mode: the vector env does not render, got {render_mode!r}")
+        # a template single env validates the arguments and builds spaces and packed buffers
+        self._template = env = ServerFarmEnv(
+            scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
+            warmup_epochs, warmup_policy,
+        )  # fmt: skip
+        self.config = env.config
+        self.action_mode = action_mode
+        self.objective = objective
+        self.invalid_action = invalid_action
+        self.reward_eta = reward_eta
+        self.max_episode_steps = int(max_episode_steps or 0)
+        self.parallel = bool(parallel)
+        self.render_mode = None
+        self.num_envs = n = int(num_envs)
+        self.single_observation_space = env.observation_space
+        self.single_action_space = env.action_space
+        self.observation_space = batch_space(env.observation_space, n)
+        self.action_space = batch_space(env.action_space, n)
+
+        ni, nf = int(env._ibuf[kn.H_ILEN]), int(env._ibuf[kn.H_FLEN])
+        self._ibuf = np.tile(env._ibuf, (n, 1))
+        self._fbuf = np.tile(env._fbuf, (n, 1))
+        self._ibuf[:, ni + kn.E_MAXSTEPS] = self.max_episode_steps
+        self._eib = self._ibuf[:, ni:]
+        self._efb = self._fbuf[:, nf:]
+        o = nf + int(env._eib[kn.EFO_OUT])
+        self._out = self._fbuf[:, o : o + kn.N_OUT + self.config.n_job_types]
+        self._obs = np.zeros((n, *env.observation_space.shape), np.float32)
+        self._mask = np.zeros((n, env.action_space.n), dtype=bool)
+        self._codes = np.zeros(n, dtype=np.int64)
+        self._rngs: list[np.random.Generator | None] = [None] * n
+        # one FarmSimulator per env, viewing its row (for stats() and inspection)
+        self.sims: list[FarmSimulator] = []
+        for e in range(n):
+            sim = FarmSimulator.__new__(FarmSimulator)
+            sim.__setstate__(
+                {"config": self.config, "general": env.sim.general, "ib": self._ibuf[e, :ni],
+                 "fb": self._fbuf[e, :nf], "rng": env.sim.rng}
+            )  # fmt: skip
+            self.sims.append(sim)
+        self._eta_initialised = False
+        self._needs_reset = True
+        self.closed = False
+
+    # ---- Gymnasium VectorEnv API ---------------------------------------------------------------
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset every env (``options`` are not used). See the module doc for seeding."""
+        n = self.num_envs
+        if seed is None:
+            seeds: Sequence[int | None] = [None] * n
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise ValueError(f"seed: expected an int or {n} seeds, got {len(seeds)}")
+        for e, s in enumerate(seeds):
+            if s is not None or self._rngs[e] is None:
+                self._rngs[e] = np.random.default_rng(s)
+            self.sims[e].rng = self._rngs[e]  # writes the pointers into the env's row
+        if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
+            self._template._init_eta()  # PAS's efficiency: the same for every env
+            for slot in (kn.EF_ETAW, kn.EF_ETAE):
+                self._efb[:, slot] = self._template._efb[slot]
+            self._eta_initialised = True
+        kn.vec_reset(self._ibuf, self._fbuf, self._obs, self._mask, np.ones(n, dtype=bool))
+        self._needs_reset = False
+        return self._obs.copy(), self._infos()
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every env (next-step autoreset of the envs truncated at the previous step)."""
+        if self._needs_reset:
+            raise RuntimeError("call reset() before step()")
+        acts = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        step = kn.vec_step_parallel if self.parallel else kn.vec_step
+        step(self._ibuf, self._fbuf, self._obs, self._mask, acts, self._codes)
+        if self._codes.any():
+            bad = np.flatnonzero(self._codes)
+            raise ValueError(
+                f"actions {acts[bad].tolist()} of envs {bad.tolist()} are masked out (full or "
+                "unavailable servers); choose actions where action_masks() is True (those envs "
+                "did not move; the others were stepped)"
+            )
+        out = self._out
+        rewards = out[:, kn.X_REWARD].copy()
+        truncated = out[:, kn.X_TRUNC] != 0.0
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        return self._obs.copy(), rewards, terminated, truncated, self._infos()
+
+    def _infos(self) -> dict[str, Any]:
+        o = self._out.copy()  # the arrays below are views of this fresh copy
+        n = self.num_envs
+        infos: dict[str, Any] = {
+            "job_type": o[:, kn.X_JOB].astype(np.int64),
+            "action_mask": self._mask.copy(),
+            "blocking_per_type": o[:, kn.N_OUT :],
+            "invalid_action": o[:, kn.X_INVALID] != 0.0,
+        }
+        for key, slot in _SCALAR_INFO:
+            infos[key] = o[:, slot]
+        if self.objective == "cost":
+            infos["cost"] = o[:, kn.X_ENERGY]
+            infos["cost_efficiency"] = o[:, kn.X_COSTEFF]
+        every = np.ones(n, dtype=bool)
+        every.flags.writeable = False  # one read-only array serves every "_key"
+        for key in list(infos):
+            infos["_" + key] = every
+        return infos
+
+    def action_masks(self) -> np.ndarray:
+        """``bool[num_envs, n_actions]``: valid actions of each env at its current epoch."""
+        return self._mask.copy()
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Per-env results of ``name`` (``"action_masks"`` or an attribute of the settings)."""
+        if name == "action_masks":
+            return tuple(self.action_masks())
+        value = getattr(self._template, name)
+        if callable(value):
+            raise AttributeError(f"call: only 'action_masks' can be called per env, not {name!r}")
+        return (value,) * self.num_envs
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Per-env value of an attribute shared by all envs (``config``, ``action_mode``, ...)."""
+        return self.call(name)
+
+    @property
+    def n_invalid(self) -> np.ndarray:
+        """Masked actions replaced by the fallback in each env's current episode."""
+        return self._eib[:, kn.E_NINV].copy()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.closed = True
+
+
+def _adapter_class() -> type:
+    """Build :class:`SB3VecEnvAdapter` (Stable-Baselines3, and with it torch, is imported only
+    when the adapter is first used: the vector env itself does not need it)."""
+    from stable_baselines3.common.vec_env import VecEnv
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+
+    class SB3VecEnvAdapter(VecEnv):
+        """A :class:`ServerFarmVectorEnv` as a Stable-Baselines3 ``VecEnv`` (for MaskablePPO).
+
+        SB3's convention is *same-step* autoreset: when env ``i`` is done the returned observation is
+        already the first of the next episode, the last one is in ``infos[i]["terminal_observation"]``
+        and ``infos[i]["TimeLimit.truncated"]`` is True. ``env_method("action_masks")`` returns one
+        mask per env, which is what ``sb3_contrib``'s ``get_action_masks`` stacks. ``infos`` are the
+        single env's dicts (``work``, ``energy``, ``eta``, ``invalid_action``, ...).
+
+        Args:
+            venv: the vector env, or ``None`` to build one from ``kwargs``.
+            **kwargs: arguments of :class:`ServerFarmVectorEnv` (``num_envs``, ``scenario``, ...).
+        """
+
+        def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
+            self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
+            super().__init__(
+                self.venv.num_envs,
+                self.venv.single_observation_space,
+                self.venv.single_action_space,
+            )
+            self._actions = np.zeros(self.num_envs, dtype=np.int64)
+
+        def reset(self) -> np.ndarray:
+            seeds = self._seeds if any(s is not None for s in self._seeds) else None
+            obs, infos = self.venv.reset(seed=seeds)
+            self.reset_infos = self._info_dicts(infos)
+            self._reset_seeds()
+            self._reset_options()
+            return obs
+
+        def step_async(self, actions: np.ndarray) -> None:
+            self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+
+        def step_wait(self) -> VecEnvStepReturn:
+            obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
+            dones = terminated | truncated
+            info_list = self._info_dicts(infos)
+            if dones.any():
+                # SB3 resets at once: reset the finished envs now (the vector env would at its next
+                # step), keep their last observation for bootstrapping
+                v = self.venv
+                kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones)
+                reset_infos = self._info_dicts(v._infos())
+                for i in np.flatnonzero(dones):
+                    info_list[i]["terminal_observation"] = obs[i].copy()
+                    info_list[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                    self.reset_infos[i] = reset_infos[i]
+                    obs[i] = v._obs[i]
+            return obs, rewards, dones, info_list
+
+        @staticmethod
+        def _info_dicts(infos: dict[str, Any]) -> list[dict[str, Any]]:
+            keys = [k for k in infos if not k.startswith("_")]
+            cols = [infos[k].tolist() if k not in ("action_mask", "blocking_per_type") else infos[k]
+                    for k in keys]  # fmt: skip
+            return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
+
+        def close(self) -> None:
+            self.venv.close()
+
+        def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+            idx = list(self._get_indices(indices))
+            if attr_name == "action_masks":
+                return [lambda i=i: self.venv._mask[i].copy() for i in idx]  # type: ignore[misc]
+            value = getattr(self.venv._template, attr_name)
+            return [value for _ in idx]
+
+        def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+            raise AttributeError(
+                f"set_attr: the envs of a ServerFarmVectorEnv share their settings; build a new "
+                f"vector env to change {attr_name!r}"
+            )
+
+        def env_method(
+            self,
+            method_name: str,
+            *method_args: Any,
+            indices: VecEnvIndices = None,
+            **method_kwargs,
+        ) -> list[Any]:
+            idx = list(self._get_indices(indices))
+            if method_name == "action_masks":
+                masks = self.venv._mask
+                return [masks[i].copy() for i in idx]
+            raise AttributeError(
+                f"env_method: only 'action_masks' is supported, not {method_name!r}"
+            )
+
+        def env_is_wrapped(
+            self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+        ) -> list[bool]:
+            return [False for _ in self._get_indices(indices)]
+
+    return SB3VecEnvAdapter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SB3VecEnvAdapter":
+        cls = _adapter_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def make_sb3_vec_env(num_envs: int, scenario: Any = "paper-100", **kwargs: Any) -> Any:
+    """Shortcut: ``SB3VecEnvAdapter(ServerFarmVectorEnv(num_envs, scenario, **kwargs))``."""
+    return __getattr__("SB3VecEnvAdapter")(ServerFarmVectorEnv(num_envs, scenario, **kwargs))

@@ -1,0 +1,195 @@
+"""The native vector env (envs.vector): same trajectories as the single env, Gymnasium's next-step
+autoreset, masks, the SB3 adapter (sb3-contrib's mask protocol, a short MaskablePPO run)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the env ids)
+from envs.config import farm_from_dict, load_scenario
+from envs.vector import ServerFarmVectorEnv
+
+SCALARS = ("work", "energy", "time", "throughput", "power", "efficiency", "blocking", "eta")
+
+
+def _time_varying() -> object:
+    d = load_scenario("tiny").to_dict()
+    d["interval_length"] = 2.0
+    d["groups"][1]["price"] = [1.0, 3.0]
+    d["job_types"][0]["arrival_rate"] = [1.5, 3.0]
+    return farm_from_dict(d)
+
+
+CASES = [
+    ("ServerFarm-v0", "paper-100", {}),
+    ("ServerFarmGroup-v0", "paper-100", {}),
+    ("ServerFarm-v0", "tiny", {"warmup_epochs": 30, "warmup_policy": "random"}),
+    ("ServerFarmGroup-v0", "tv", {"objective": "cost", "reward_eta": 0.3}),
+    ("ServerFarm-v0", "det", {}),
+]
+
+
+def _scenario(name: str) -> object:
+    if name == "tv":
+        return _time_varying()
+    if name == "det":
+        return load_scenario("small-1").with_job_size({"distribution": "erlang", "k": 3})
+    return name
+
+
+@pytest.mark.parametrize(("env_id", "scen", "kw"), CASES, ids=lambda x: str(x))
+def test_vector_env_matches_single_envs(env_id: str, scen: str, kw: dict) -> None:
+    """Env i of a vector env reset with seed s follows a single env reset with seed s + i, step
+    for step and bit for bit, across the next-step autoreset (actions partly masked out)."""
+    n, horizon, seed = 3, 7, 11
+    scenario = _scenario(scen)
+    venv = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point",
+                        scenario=scenario, max_episode_steps=horizon, **kw)  # fmt: skip
+    singles = [gym.make(env_id, scenario=scenario, max_episode_steps=horizon, **kw)
+               for _ in range(n)]  # fmt: skip
+    obs, infos = venv.reset(seed=seed)
+    outs = [s.reset(seed=seed + i) for i, s in enumerate(singles)]
+    for i in range(n):
+        np.testing.assert_array_equal(obs[i], outs[i][0])
+    rng = np.random.default_rng(0)
+    done = np.zeros(n, dtype=bool)
+    for t in range(3 * horizon + 2):
+        masks = infos["action_mask"]
+        acts = np.array([int(rng.choice(np.flatnonzero(m))) if t % 5 else int(rng.integers(len(m)))
+                         for m in masks])  # fmt: skip
+        obs, rew, term, trunc, infos = venv.step(acts)
+        assert not term.any()
+        for i, env in enumerate(singles):
+            if done[i]:  # next-step autoreset: the action is ignored
+                o, info = env.reset()
+                r, tr = 0.0, False
+            else:
+                o, r, _, tr, info = env.step(int(acts[i]))
+            np.testing.assert_array_equal(obs[i], o)
+            assert rew[i] == r and trunc[i] == tr
+            np.testing.assert_array_equal(infos["action_mask"][i], info["action_mask"])
+            np.testing.assert_array_equal(infos["blocking_per_type"][i], info["blocking_per_type"])
+            assert infos["job_type"][i] == info["job_type"]
+            assert infos["invalid_action"][i] == info["invalid_action"]
+            for key in SCALARS:
+                assert infos[key][i] == info[key], key
+            if kw.get("objective") == "cost":
+                assert infos["cost_efficiency"][i] == info["cost_efficiency"]
+        done = trunc
+    assert infos["_efficiency"].all()
+
+
+def test_make_vec_default_mode_and_spaces() -> None:
+    venv = gym.make_vec("ServerFarmGroup-v0", num_envs=4, scenario="paper-100")
+    assert isinstance(venv.unwrapped, ServerFarmVectorEnv)
+    assert venv.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
+    obs, infos = venv.reset(seed=0)
+    assert obs.shape == (4, *venv.single_observation_space.shape)
+    assert obs in venv.observation_space
+    masks = venv.unwrapped.action_masks()
+    assert masks.shape == (4, venv.single_action_space.n) and masks.dtype == bool
+    np.testing.assert_array_equal(masks, infos["action_mask"])
+    assert len(venv.unwrapped.call("action_masks")) == 4
+    assert venv.unwrapped.get_attr("action_mode") == ("group",) * 4
+    _, rew, _, trunc, _ = venv.step(venv.action_space.sample())
+    assert rew.shape == (4,) and rew.dtype == np.float64 and not trunc.any()
+    assert venv.unwrapped.sims[0].stats().epochs == 2  # the row's simulator view
+    venv.close()
+
+
+def test_seeding_and_reset_without_seed_continue() -> None:
+    a = ServerFarmVectorEnv(2, "tiny", max_episode_steps=None)
+    b = ServerFarmVectorEnv(2, "tiny", max_episode_steps=None)
+    oa, _ = a.reset(seed=[5, 9])
+    ob, _ = b.reset(seed=[5, 9])
+    np.testing.assert_array_equal(oa, ob)
+    for _ in range(20):
+        acts = a.action_masks().argmax(axis=1)
+        ra = a.step(acts)[1]
+        rb = b.step(acts)[1]
+        np.testing.assert_array_equal(ra, rb)
+    # a reset without a seed continues the streams: both stay in lockstep
+    np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+    with pytest.raises(ValueError, match="seed"):
+        a.reset(seed=[1, 2, 3])
+
+
+def test_parallel_kernel_gives_the_same_results() -> None:
+    kw = {"num_envs": 5, "scenario": "small-1", "max_episode_steps": 4}
+    serial, par = ServerFarmVectorEnv(**kw), ServerFarmVectorEnv(parallel=True, **kw)
+    serial.reset(seed=1)
+    par.reset(seed=1)
+    for _ in range(12):
+        acts = serial.action_masks().argmax(axis=1)
+        s, p = serial.step(acts), par.step(acts)
+        for x, y in zip(s[:4], p[:4], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_invalid_actions_raise_or_fall_back() -> None:
+    for mode in ("raise", "fallback"):
+        venv = ServerFarmVectorEnv(1, "tiny", invalid_action=mode)
+        _, infos = venv.reset(seed=0)
+        while infos["job_type"][0] != 1:  # tiny: "gpu" jobs (type 1) cannot use server 0
+            _, _, _, _, infos = venv.step(venv.action_masks().argmax(axis=1))
+        if mode == "raise":
+            with pytest.raises(ValueError, match="masked out"):
+                venv.step(np.zeros(1, dtype=np.int64))
+        else:
+            _, _, _, _, infos = venv.step(np.zeros(1, dtype=np.int64))
+            assert infos["invalid_action"][0] and venv.n_invalid[0] == 1
+    with pytest.raises(RuntimeError, match="reset"):
+        ServerFarmVectorEnv(1, "tiny").step(np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError, match="num_envs"):
+        ServerFarmVectorEnv(0, "tiny")
+
+
+def test_sb3_adapter_protocol() -> None:
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+
+    from envs.vector import SB3VecEnvAdapter
+
+    venv = SB3VecEnvAdapter(num_envs=3, scenario="tiny", max_episode_steps=5)
+    assert is_masking_supported(venv)
+    venv.seed(4)
+    obs = venv.reset()
+    assert obs.shape == (3, 6) and len(venv.reset_infos) == 3
+    single = gym.make("ServerFarm-v0", scenario="tiny", max_episode_steps=5)
+    o, info = single.reset(seed=4)
+    np.testing.assert_array_equal(obs[0], o)
+    dones_seen = 0
+    for _ in range(12):
+        masks = get_action_masks(venv)
+        assert masks.shape == (3, 4)
+        acts = masks.argmax(axis=1)
+        obs, rewards, dones, infos = venv.step(acts)
+        # SB3 same-step autoreset, compared with env 0 driven by hand
+        o, r, _, tr, info = single.step(int(acts[0]))
+        assert rewards[0] == r and dones[0] == tr
+        assert infos[0]["work"] == info["work"] and infos[0]["eta"] == info["eta"]
+        if tr:
+            np.testing.assert_array_equal(infos[0]["terminal_observation"], o)
+            assert infos[0]["TimeLimit.truncated"]
+            o, info = single.reset()
+        np.testing.assert_array_equal(obs[0], o)
+        dones_seen += int(dones.sum())
+    assert dones_seen == 6  # 3 envs truncated twice in 12 steps of 5
+    assert venv.get_attr("action_mode") == ["server"] * 3
+    assert venv.env_is_wrapped(gym.Wrapper) == [False] * 3
+    venv.close()
+
+
+def test_maskable_ppo_trains_on_the_adapter() -> None:
+    from sb3_contrib import MaskablePPO
+
+    from envs.vector import make_sb3_vec_env
+
+    venv = make_sb3_vec_env(4, "tiny", max_episode_steps=50)
+    model = MaskablePPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0,
+                        device="cpu")  # fmt: skip
+    model.learn(256)
+    assert model.num_timesteps >= 256
+    acts, _ = model.predict(venv.reset(), action_masks=np.stack(venv.env_method("action_masks")))
+    assert np.stack(venv.env_method("action_masks"))[np.arange(4), acts].all()
