@@ -1,0 +1,276 @@
+"""Training callbacks for MaskablePPO on the server farm (used by ``train.py``).
+
+* :class:`RolloutStatsCallback`: efficiency actually achieved while training (from ``info``),
+  the running eta, and masked actions that hit the env's fallback (should stay 0).
+* :class:`EfficiencyEvalCallback`: the masked-evaluation callback of this project. sb3-contrib's
+  ``MaskableEvalCallback`` ranks models by episode *return*, which with a running eta is not the
+  efficiency; this one measures the deterministic masked policy's efficiency (exactly on small
+  farms, by independent rollouts otherwise), logs it with its gaps to PAS and the optimum, keeps
+  a history (``evaluations.jsonl``) and saves the best model.
+* :class:`AtomicCheckpointCallback`: periodic checkpoints (model + VecNormalize statistics) written
+  atomically, so a kill at any moment leaves the latest complete checkpoint to ``--resume`` from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from agents.ppo import EfficiencyEstimate, References, gaps, model_predictor
+
+__all__ = [
+    "AtomicCheckpointCallback",
+    "EfficiencyEvalCallback",
+    "RolloutStatsCallback",
+    "latest_checkpoint",
+    "save_model_atomic",
+]
+
+CKPT_RE = re.compile(r"^ckpt_(\d+)_steps\.zip$")
+
+
+def save_model_atomic(model: Any, path: str | Path) -> Path:
+    """``model.save(path)`` through a temporary file and ``os.replace`` (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.zip")
+    model.save(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _save_vecnormalize_atomic(venv: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    venv.save(str(tmp))
+    os.replace(tmp, path)
+
+
+def vecnormalize_path(model_path: str | Path) -> Path:
+    """Where the VecNormalize statistics matching a checkpoint are stored."""
+    p = Path(model_path)
+    return p.with_name(p.stem + "_vecnormalize.pkl")
+
+
+def latest_checkpoint(ckpt_dir: str | Path) -> tuple[Path, int] | None:
+    """(path, timesteps) of the newest complete checkpoint in ``ckpt_dir``, or None."""
+    d = Path(ckpt_dir)
+    if not d.is_dir():
+        return None
+    found = [(int(m.group(1)), d / f.name) for f in d.iterdir() if (m := CKPT_RE.match(f.name))]
+    if not found:
+        return None
+    steps, path = max(found)
+    return path, steps
+
+
+class RolloutStatsCallback(BaseCallback):
+    """Log the training-time efficiency (work / energy over each rollout, all envs), eta and the
+    number of masked actions the env had to replace (``info["invalid_action"]``)."""
+
+    def __init__(self, pas_efficiency: float | None = None, verbose: int = 0):
+        super().__init__(verbose)
+        self.pas_efficiency = pas_efficiency
+        self._reset()
+
+    def _reset(self) -> None:
+        self._work = self._energy = 0.0
+        self._eta: list[float] = []
+        self._invalid = 0
+
+    def _on_rollout_start(self) -> None:
+        self._reset()
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            self._work += info["work"]
+            self._energy += info["energy"]
+            self._invalid += bool(info["invalid_action"])
+        self._eta.append(self.locals["infos"][0]["eta"])
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self._energy > 0:
+            eff = self._work / self._energy
+            self.logger.record("rollout/efficiency", eff)
+            g = gaps(eff, self.pas_efficiency, None)["gap_to_pas_pct"]
+            if g is not None:
+                self.logger.record("rollout/gap_to_pas_pct", g)
+        if self._eta:
+            self.logger.record("rollout/eta", float(np.mean(self._eta)))
+        self.logger.record("rollout/invalid_actions", self._invalid)
+
+
+class EfficiencyEvalCallback(BaseCallback):
+    """Measure the deterministic masked policy's efficiency at the first rollout start, then at
+    the first rollout start after every ``eval_freq`` timesteps, and at the end of training.
+
+    Args:
+        measure: ``measure(predictor) -> EfficiencyEstimate`` (e.g. a partial of
+            ``agents.ppo.measure_efficiency``); the predictor is the model's deterministic one.
+        references: PAS / optimum / bound of the scenario, for the logged gaps.
+        eval_freq: timesteps between evaluations (all envs together).
+        log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).
+        save_best: called as ``save_best(model)`` whenever the efficiency beats the best so far.
+        history: evaluations restored on ``--resume`` (dicts as written to ``log_path``).
+    """
+
+    def __init__(
+        self,
+        measure: Callable[[Callable], EfficiencyEstimate],
+        references: References,
+        eval_freq: int,
+        log_path: str | Path | None = None,
+        save_best: Callable[[Any], None] | None = None,
+        history: list[dict[str, Any]] | None = None,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        self.measure = measure
+        self.refs = references
+        self.eval_freq = int(eval_freq)
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.save_best = save_best
+        self.history: list[dict[str, Any]] = list(history or [])
+        self.best_efficiency = max((h["efficiency"] for h in self.history), default=-np.inf)
+        self._last_eval = self.history[-1]["timesteps"] if self.history else -1
+
+    def _init_callback(self) -> None:
+        # a resumed run continues counting from the checkpoint: drop evaluations made after it
+        self.history = [h for h in self.history if h["timesteps"] <= self.num_timesteps]
+        self.best_efficiency = max((h["efficiency"] for h in self.history), default=-np.inf)
+        self._last_eval = self.history[-1]["timesteps"] if self.history else -1
+        if self.log_path is not None:
+            self._rewrite_log()
+
+    def _rewrite_log(self) -> None:
+        assert self.log_path is not None
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.log_path.with_name(f".{self.log_path.name}.tmp")
+        tmp.write_text("".join(json.dumps(h) + "\n" for h in self.history))
+        os.replace(tmp, self.log_path)
+
+    def evaluate(self) -> dict[str, Any]:
+        """Measure now, log, record and (if best) save; returns the history entry."""
+        t0 = time.perf_counter()
+        est = self.measure(model_predictor(self.model))
+        pas = self.refs.pas.efficiency
+        entry = {
+            "timesteps": int(self.num_timesteps),
+            "efficiency": est.efficiency,
+            "ci95": est.ci95,
+            "method": est.method,
+            **gaps(est.efficiency, pas, self.refs.optimum, self.refs.upper_bound),
+            "wall_s": time.perf_counter() - t0,
+        }
+        self.logger.record("eval/efficiency", est.efficiency)
+        if est.ci95 > 0:
+            self.logger.record("eval/efficiency_ci95", est.ci95)
+        for key in ("gap_to_pas_pct", "gap_to_optimum_pct", "gap_to_bound_pct"):
+            if entry[key] is not None:
+                self.logger.record(f"eval/{key}", entry[key])
+        self.history.append(entry)
+        self._last_eval = self.num_timesteps
+        if self.log_path is not None:
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+        if est.efficiency > self.best_efficiency:
+            self.best_efficiency = est.efficiency
+            if self.save_best is not None:
+                self.save_best(self.model)
+        if self.verbose:
+            g = entry["gap_to_pas_pct"]
+            print(
+                f"eval @ {self.num_timesteps}: efficiency {est.efficiency:.6f}"
+                + (f" +- {est.ci95:.6f}" if est.ci95 > 0 else " (exact)")
+                + (f", vs PAS {g:+.3f}%" if g is not None else "")
+            )
+        return entry
+
+    def _on_rollout_start(self) -> None:
+        # at a rollout start the policy has been trained on exactly num_timesteps samples (the
+        # policy only changes in train(), between rollouts), so evaluations line up with them
+        due = self._last_eval < 0 or self.num_timesteps - self._last_eval >= self.eval_freq
+        if self.eval_freq > 0 and due:
+            self.evaluate()
+            self.logger.dump(self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        # the final policy is always evaluated, so the history ends at the last timestep
+        if self._last_eval != self.num_timesteps:
+            self.evaluate()
+            self.logger.dump(self.num_timesteps)
+
+
+class AtomicCheckpointCallback(BaseCallback):
+    """Save ``ckpt_<timesteps>_steps.zip`` (+ ``_vecnormalize.pkl``) at the first rollout start
+    after every ``save_freq`` timesteps and at the end of training, atomically; keep the
+    ``keep_last`` newest.
+
+    ``on_save`` (e.g. writing the run's state file) is called after each checkpoint.
+    """
+
+    def __init__(
+        self,
+        save_freq: int,
+        save_dir: str | Path,
+        keep_last: int = 3,
+        on_save: Callable[[Path, int], None] | None = None,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        self.save_freq = int(save_freq)
+        self.save_dir = Path(save_dir)
+        self.keep_last = max(1, int(keep_last))
+        self.on_save = on_save
+        self._last_save = -1
+
+    def _init_callback(self) -> None:
+        self.save_dir.mkdir(parents=True, exist_ok=True)
+        self._last_save = self.num_timesteps
+
+    def save(self) -> Path:
+        steps = int(self.num_timesteps)
+        path = save_model_atomic(self.model, self.save_dir / f"ckpt_{steps}_steps.zip")
+        venv = self.model.get_vec_normalize_env()
+        if venv is not None:
+            _save_vecnormalize_atomic(venv, vecnormalize_path(path))
+        self._last_save = steps
+        self._prune()
+        if self.on_save is not None:
+            self.on_save(path, steps)
+        if self.verbose:
+            print(f"checkpoint: {path}")
+        return path
+
+    def _prune(self) -> None:
+        found = sorted(
+            (int(m.group(1)), f) for f in self.save_dir.iterdir() if (m := CKPT_RE.match(f.name))
+        )
+        for _, f in found[: -self.keep_last]:
+            for extra in self.save_dir.glob(f"{f.stem}_*"):  # vecnormalize, eta state
+                extra.unlink(missing_ok=True)
+            f.unlink(missing_ok=True)
+
+    def _on_rollout_start(self) -> None:
+        # saving between train() and the next rollout: the checkpoint has been trained on exactly
+        # num_timesteps samples, so a resumed run loses nothing and repeats nothing
+        if self.save_freq > 0 and self.num_timesteps - self._last_save >= self.save_freq:
+            self.save()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._last_save != self.num_timesteps:
+            self.save()
