@@ -14,6 +14,7 @@ import numpy as np
 
 from baselines.priority import PriorityPolicy, constant_levels
 from envs.config import FarmConfig
+from envs.observation import decode_interval
 
 __all__ = [
     "PASHeapDispatcher",
@@ -58,7 +59,20 @@ class PASPolicy(PriorityPolicy):
 
 
 class PriceAwarePASPolicy(PriorityPolicy):
-    """PAS ranked by ``mu_k / ((eps_k - eps0_k) * price_k)`` for one price interval (default 0)."""
+    """PAS ranked by ``mu_k / ((eps_k - eps0_k) * price_k)``: work per unit of money.
+
+    ``interval`` selects whose prices rank the groups:
+
+    * an integer: that interval's prices, at every arrival (a fixed table: ``builtin ==
+      "priority"``, simulated at compiled speed);
+    * ``None`` (default): the *current* interval, read from the observation's interval one-hot
+      (:func:`envs.observation.decode_interval`). In a scenario constant in time this is the same
+      fixed table as ``interval=0`` (built-in priority policy, as before). In a time-varying
+      scenario the ranking changes at every interval boundary, which no single table describes:
+      the policy then has ``builtin = None``, so evaluation rolls it out through the env with
+      :meth:`predict` (``evaluation.rollout``), and :meth:`priority_table` refuses; the table of
+      interval t is ``tables[t]``.
+    """
 
     name = "pas-price"
 
@@ -67,10 +81,41 @@ class PriceAwarePASPolicy(PriorityPolicy):
         config: FarmConfig,
         action_mode: str = "server",
         seed: int | None = None,
-        interval: int = 0,
+        interval: int | None = None,
     ):
         self.interval = interval
-        super().__init__(config, action_mode, seed, table=price_aware_table(config, interval))
+        self.follows_interval = interval is None and config.is_time_varying
+        tables = [price_aware_table(config, t) for t in range(config.n_intervals)]
+        first = tables[0] if interval is None else price_aware_table(config, interval)
+        super().__init__(config, action_mode, seed, table=first)
+        if self.follows_interval:
+            self.builtin = None  # instance attribute: the harness reads it per policy
+            self.tables = np.stack(tables)
+            self.tables.setflags(write=False)
+            self._flats = [t.ravel() for t in self.tables]
+        else:
+            self.tables = self.table[None]
+
+    def priority_table(self) -> np.ndarray:
+        if self.follows_interval:
+            raise ValueError(
+                "priority_table: this price-aware PAS follows the interval of a time-varying "
+                "scenario, so no single table describes it; use tables[t] for interval t, or "
+                "build it with interval=t for a fixed ranking"
+            )
+        return self.table
+
+    def _act_batch(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        if not self.follows_interval:
+            return super()._act_batch(obs, masks)
+        out = np.empty(obs.shape[0], dtype=np.int64)
+        ivs = np.array([decode_interval(self.config, o) for o in obs], dtype=np.int64)
+        for t in np.unique(ivs):
+            rows = ivs == t
+            # swap in interval t's table (both the flat view used in server mode and the 2-D one)
+            self.table, self._flat = self.tables[t], self._flats[t]
+            out[rows] = super()._act_batch(obs[rows], masks[rows])
+        return out
 
 
 class _IndexedMinHeap:

@@ -59,6 +59,7 @@ POLICIES: Mapping[str, type[Policy]] = _Registry(
         "slowest": SlowestFirstPolicy,
         "first-fit": FirstFitPolicy,
         "optimal": "baselines.optimum:OptimalPolicy",
+        "pdr-pas": "baselines.pdr_pas:PDRPASPolicy",
     }
 )
 
