@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
     p.add_argument(
+        "--optimum-max-variables",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=None,
@@ -103,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             quiet=a.quiet, replications=a.replications, horizon=a.horizon, warmup=a.warmup,
             seed=a.seed, workers=a.workers, use_ray=a.ray is not None, ray_address=a.ray or None,
             action_mode=a.action_mode, use_builtin=not a.no_builtin,
-            compute_optimum=not a.no_optimum, scale=a.scale, progress=False if a.quiet else None,
+            compute_optimum=not a.no_optimum,
+            optimum_max_variables=a.optimum_max_variables, scale=a.scale, progress=False if a.quiet else None,
         )  # fmt: skip
     except ValueError as err:  # bad scenario, policy name, option value: a usage error
         print(f"{parser.prog}: error: {err}", file=sys.stderr)

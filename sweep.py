@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--action-mode", choices=("server", "group"), default="server")
     p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
     p.add_argument(
+        "--optimum-max-variables",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=None,
@@ -97,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             replications=a.replications, horizon=a.horizon, warmup=a.warmup,
             scale_horizon=a.scale_horizon, workers=a.workers, use_ray=a.ray is not None,
             ray_address=a.ray or None, action_mode=a.action_mode,
-            compute_optimum=not a.no_optimum, progress=False if a.quiet else None,
+            compute_optimum=not a.no_optimum,
+            optimum_max_variables=a.optimum_max_variables, progress=False if a.quiet else None,
         )  # fmt: skip
     except ValueError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)

@@ -74,23 +74,46 @@ def default_warmup(horizon: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # references: exact optimum, relaxation bound
 # ---------------------------------------------------------------------------------------------
-def _optimum(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
+_OPTIMUM_CACHE: dict[tuple[FarmConfig, int | None], tuple[Any, str | None]] = {}
+
+
+def _solve_optimum(config: FarmConfig, max_variables: int | None = None) -> tuple[Any, str | None]:
+    """(``baselines.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
+    the reference value and the ``optimal`` policy share one solve. ``max_variables`` lowers (or
+    raises) the LP solver's size limit (None: the solver's default)."""
+    key = (config, max_variables)
+    if key in _OPTIMUM_CACHE:
+        return _OPTIMUM_CACHE[key]
     try:
         from baselines import optimum
     except ImportError as err:
-        return None, f"exact solver unavailable (baselines.optimum: {err})"
-    try:
-        for fname in ("optimal_efficiency", "solve", "solve_optimum", "optimum"):
-            fn = getattr(optimum, fname, None)
-            if callable(fn):
-                res = fn(config)
-                val = res if isinstance(res, (int, float)) else getattr(res, "efficiency", None)
-                if val is not None:
-                    return {"efficiency": float(val), "source": f"baselines.optimum.{fname}"}, None
-        return None, "exact solver has no known entry point in baselines.optimum"
-    except (ValueError, MemoryError) as err:
-        # the solver's documented refusal (instance beyond its size limit, general sizes, ...)
-        return None, f"exact solver refused: {err}"
+        out: tuple[Any, str | None] = (None, f"exact solver unavailable (baselines.optimum: {err})")
+    else:
+        try:
+            kw = {} if max_variables is None else {"max_variables": int(max_variables)}
+            out = (optimum.solve(config, "lp", **kw), None)
+        except (ValueError, MemoryError) as err:
+            # the solver's documented refusal: beyond its size limit, general job sizes, ...
+            out = (None, f"exact solver refused: {err}")
+    if len(_OPTIMUM_CACHE) > 16:
+        _OPTIMUM_CACHE.clear()
+    _OPTIMUM_CACHE[key] = out
+    return out
+
+
+def _optimum(
+    config: FarmConfig, max_variables: int | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    sol, why = _solve_optimum(config, max_variables)
+    if sol is None:
+        return None, why
+    return {
+        "efficiency": float(sol.value),
+        "method": str(sol.method),
+        "n_states": int(sol.space.n_states),
+        "solve_s": float(sol.seconds),
+        "source": "baselines.optimum.solve",
+    }, None
 
 
 def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
@@ -108,14 +131,17 @@ def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
     return {"efficiency": float(val), "source": "baselines.bounds.relaxation_bound"}, None
 
 
-def reference_values(config: FarmConfig, compute_optimum: bool = True) -> dict[str, Any]:
+def reference_values(
+    config: FarmConfig, compute_optimum: bool = True, optimum_max_variables: int | None = None
+) -> dict[str, Any]:
     """``{"optimum", "optimum_reason", "upper_bound", "upper_bound_reason"}`` for ``config``.
 
     The optimum is None (with the reason) when the exact solver is missing, refuses the instance
-    (too many states: it raises ValueError), or ``compute_optimum`` is False.
+    (LP larger than its limit, ``optimum_max_variables`` if given: it raises ValueError), or
+    ``compute_optimum`` is False.
     """
     if compute_optimum:
-        opt, why = _optimum(config)
+        opt, why = _optimum(config, optimum_max_variables)
     else:
         opt, why = None, "not computed (compute_optimum=False / --no-optimum)"
     bnd, bwhy = _bound(config)
@@ -160,6 +186,7 @@ def plan_evaluation(
     action_mode: str = "server",
     use_builtin: bool = True,
     scale: int = 1,
+    optimum_max_variables: int | None = None,
 ) -> EvaluationPlan:
     """Resolve the scenario and policies and list the work units (one per policy x replication).
 
@@ -202,7 +229,15 @@ def plan_evaluation(
             continue
         seen.add(label)
         try:
-            policy = resolve_policy(spec, config, action_mode)
+            if spec == "optimal":
+                # one LP solve for the reference value and the policy; a refusal skips it
+                sol, why = _solve_optimum(config, optimum_max_variables)
+                if sol is None:
+                    plan.skipped[label] = str(why)
+                    continue
+                policy = resolve_policy(spec, config, action_mode, solution=sol)
+            else:
+                policy = resolve_policy(spec, config, action_mode)
         except (ValueError, ImportError, MemoryError, NotImplementedError) as err:
             # only registry baselines can be inapplicable to a farm (the exact optimum beyond
             # its size limit); a bad PPO path or a broken PAS is the user's error
@@ -389,6 +424,7 @@ def evaluate(
     compute_optimum: bool = True,
     scale: int = 1,
     progress: bool | None = None,
+    optimum_max_variables: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``policies`` on ``scenario``; returns the report dict (see module doc).
 
@@ -405,15 +441,18 @@ def evaluate(
         use_builtin: simulate built-in-capable policies at compiled speed (False: roll every
             policy out through the env, e.g. to cross-check the two routes).
         compute_optimum: try the exact solver (False skips it).
+        optimum_max_variables: size limit handed to the LP solver (None: its default); larger
+            instances get ``"optimum": null`` with the reason, and ``optimal`` is skipped.
         scale: evaluate ``FarmConfig.scaled(scale)`` (every R_k and lambda_j times ``scale``).
         progress: tqdm bar (None: only on a terminal).
     """
     t0 = time.perf_counter()
     plan = plan_evaluation(
-        scenario, policies, replications, horizon, warmup, seed, action_mode, use_builtin, scale
-    )
+        scenario, policies, replications, horizon, warmup, seed, action_mode, use_builtin, scale,
+        optimum_max_variables,
+    )  # fmt: skip
     results = run_units(plan.units, workers, ray_address, use_ray, progress)
-    refs = reference_values(plan.config, compute_optimum)
+    refs = reference_values(plan.config, compute_optimum, optimum_max_variables)
     report = summarize_plan(plan, results, refs)
     report["backend"] = _backend(workers, use_ray, ray_address, len(plan.units))
     report["versions"] = _versions()
@@ -480,6 +519,7 @@ def sweep(
     action_mode: str = "server",
     compute_optimum: bool = True,
     progress: bool | None = None,
+    optimum_max_variables: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate every (scenario, scale, seed) combination; all work units share one pool.
 
@@ -513,7 +553,7 @@ def sweep(
         res = results[i : i + len(p.units)]
         i += len(p.units)
         if p.config not in ref_cache:
-            ref_cache[p.config] = reference_values(p.config, compute_optimum)
+            ref_cache[p.config] = reference_values(p.config, compute_optimum, optimum_max_variables)
         rep = summarize_plan(p, res, ref_cache[p.config])
         rep["timing"] = _timing(p, res)
         runs.append(rep)

@@ -126,13 +126,18 @@ def check_policy_names(specs: Any) -> None:
 
 
 def resolve_policy(
-    spec: str | Any, config: FarmConfig, action_mode: str = "server", seed: int | None = None
+    spec: str | Any,
+    config: FarmConfig,
+    action_mode: str = "server",
+    seed: int | None = None,
+    **kwargs: Any,
 ) -> Any:
     """Build the policy named ``spec`` for ``config`` (or return ``spec`` if it already has a
     ``predict`` method).
 
     Names: a registered baseline (``baselines.registry.POLICIES``, built by ``make_policy``) or
-    ``prefix:ARG`` with a registered resolver (``ppo:PATH`` loads a trained agent).
+    ``prefix:ARG`` with a registered resolver (``ppo:PATH`` loads a trained agent). ``kwargs`` go
+    to the baseline's constructor (e.g. ``solution=`` for ``"optimal"``).
 
     Raises:
         ValueError: unknown name (the message lists the valid ones).
@@ -146,7 +151,7 @@ def resolve_policy(
     from baselines.registry import make_policy
 
     if is_baseline(spec):
-        return make_policy(spec, config, action_mode=action_mode, seed=seed)
+        return make_policy(spec, config, action_mode=action_mode, seed=seed, **kwargs)
     prefix, sep, arg = spec.partition(":")
     if sep and prefix in _RESOLVERS:
         if not arg:

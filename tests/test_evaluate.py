@@ -315,20 +315,27 @@ def test_missing_output_directory_fails_before_running(tmp_path, capsys):
 # sweeps
 # ---------------------------------------------------------------------------------------------
 def test_sweep_over_farm_sizes(tmp_path):
+    # compute_optimum=False: the exact LP of tiny x3 (49k variables) takes minutes
     res = sweep(["tiny"], ["pas", "jsq"], seeds=[0, 1], scales=[1, 3], replications=2,
-                horizon=400, workers=1, progress=False)  # fmt: skip
+                horizon=400, workers=1, progress=False, compute_optimum=False)  # fmt: skip
     assert len(res["runs"]) == 4 and len(res["rows"]) == 8
     assert sorted({r["n_servers"] for r in res["rows"]}) == [4, 12]
     # a sweep run equals the stand-alone evaluation of the same (scenario, scale, seed)
-    one = _small(policies=["pas", "jsq"], replications=2, horizon=400, seed=1, scale=3)
+    one = _small(policies=["pas", "jsq"], replications=2, horizon=400, seed=1, scale=3,
+                 compute_optimum=False)  # fmt: skip
     run = next(r for r in res["runs"] if r["scale"] == 3 and r["settings"]["seed"] == 1)
     assert run["policies"] == one["policies"]
     out = tmp_path / "s.csv"
     rc = sweep_cli.main(["--scenarios", "tiny", "--scales", "1,2", "--policies", "jsq",
                          "--replications", "2", "--horizon", "300", "--workers", "1",
                          "--csv", str(out), "--json", str(tmp_path / "s.json"),
-                         "--plot", str(tmp_path / "s.png"), "--quiet"])  # fmt: skip
+                         "--plot", str(tmp_path / "s.png"), "--quiet",
+                         "--optimum-max-variables", "1000"])  # fmt: skip
     assert rc == 0
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 4 and {r["policy"] for r in rows} == {"pas", "jsq"}
     assert all(math.isfinite(float(r["efficiency_mean"])) for r in rows)
+    # tiny (460 LP variables) is solved, tiny x2 (7,525) is refused by the limit: null + reason
+    runs = json.loads((tmp_path / "s.json").read_text())["runs"]
+    assert runs[0]["optimum"] is not None and runs[1]["optimum"] is None
+    assert "1000" in runs[1]["optimum_reason"]
