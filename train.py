@@ -60,7 +60,7 @@ class Args:
     activation: str = field(default="tanh", metadata={"help": "'tanh' or 'relu'"})
     learning_rate: float = field(default=3e-4, metadata={"help": "Adam learning rate"})
     lr_schedule: str = field(
-        default="constant", metadata={"help": "'constant' or 'linear' (decays to 0)"}
+        default="linear", metadata={"help": "'constant' or 'linear' (decays to 0)"}
     )
     gamma: float = field(default=0.9, metadata={"help": "discount factor"})
     gae_lambda: float = field(default=0.95, metadata={"help": "GAE lambda"})
@@ -142,8 +142,9 @@ FIELDS = {f.name: f for f in dataclasses.fields(Args)}
 # ---------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Train MaskablePPO on a server-farm scenario (see docs/training.md).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train MaskablePPO on a server-farm scenario (see docs/training.md). The "
+        "defaults shown are train.Args'; the hyperparameter file (--hyperparams) overrides some "
+        "of them per scenario, and options given here override the file.",
     )
     for f in dataclasses.fields(Args):
         opt = "--" + f.name.replace("_", "-")
@@ -459,6 +460,7 @@ def train(a: Args) -> dict[str, Any]:
         EfficiencyEvalCallback,
         RolloutStatsCallback,
         latest_checkpoint,
+        read_evaluations,
         save_model_atomic,
         vecnormalize_path,
     )
@@ -520,10 +522,8 @@ def train(a: Args) -> dict[str, Any]:
         path = save_model_atomic(m, out / "best_model.zip")
         write_sidecar(path, config, a.action_mode, timesteps=int(m.num_timesteps), **sidecar)
 
-    history = []
     eval_log = out / "evaluations.jsonl"
-    if found is not None and eval_log.exists():
-        history = [json.loads(line) for line in eval_log.read_text().splitlines() if line.strip()]
+    history = read_evaluations(eval_log) if found is not None else []
     measure = partial(
         measure_efficiency,
         config=config,
@@ -671,6 +671,7 @@ def plot_learning_curves(
     """
     from matplotlib.figure import Figure
 
+    from agents.callbacks import read_evaluations
     from evaluation.report import _save_figure
 
     fig = Figure(figsize=(6.0, 3.8))
@@ -679,7 +680,7 @@ def plot_learning_curves(
     ys: list[float] = []
     for i, run_dir in enumerate(run_dirs):
         d = Path(run_dir)
-        hist = [json.loads(x) for x in (d / "evaluations.jsonl").read_text().splitlines() if x]
+        hist = read_evaluations(d / "evaluations.jsonl")
         refs = json.loads((d / "references.json").read_text())
         args = json.loads((d / "args.json").read_text())
         t = np.array([h["timesteps"] for h in hist])

@@ -31,6 +31,7 @@ __all__ = [
     "EfficiencyEvalCallback",
     "RolloutStatsCallback",
     "latest_checkpoint",
+    "read_evaluations",
     "save_model_atomic",
 ]
 
@@ -69,6 +70,20 @@ def latest_checkpoint(ckpt_dir: str | Path) -> tuple[Path, int] | None:
         return None
     steps, path = max(found)
     return path, steps
+
+
+def read_evaluations(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of an ``evaluations.jsonl`` (a line cut short by a kill is skipped)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
 
 
 class RolloutStatsCallback(BaseCallback):
@@ -241,10 +256,11 @@ class AtomicCheckpointCallback(BaseCallback):
 
     def save(self) -> Path:
         steps = int(self.num_timesteps)
-        path = save_model_atomic(self.model, self.save_dir / f"ckpt_{steps}_steps.zip")
+        path = self.save_dir / f"ckpt_{steps}_steps.zip"
         venv = self.model.get_vec_normalize_env()
-        if venv is not None:
+        if venv is not None:  # first: the model file's existence marks a complete checkpoint
             _save_vecnormalize_atomic(venv, vecnormalize_path(path))
+        save_model_atomic(self.model, path)
         self._last_save = steps
         self._prune()
         if self.on_save is not None:
