@@ -28,7 +28,7 @@ def local_ray():
 
 def test_ray_matches_local(local_ray, tmp_path):
     kw = {
-        "policies": ["pas", "jsq", "random"],
+        "policies": ["pas", "jsq", "random", "optimal"],
         "replications": 3,
         "horizon": 1_000,
         "progress": False,
