@@ -24,6 +24,7 @@ from envs.observation import (
 from envs.simulator import FarmSimulator
 
 INVALID_ACTION_MODES = ("fallback", "raise")
+_ONE = np.ones(1, dtype=bool)  # "reset env 0" for the batch-of-one kernel call
 OBJECTIVES = ("energy", "cost")
 
 
@@ -237,7 +238,7 @@ class ServerFarmEnv(gym.Env):
         self.action_space = spaces.Discrete(n_actions(config, action_mode))
         self.sim = FarmSimulator(config)
 
-        # A step is one compiled call (envs.vector_kernels.env_step) on packed buffers: the
+        # A step is one compiled call (envs.kernels.vec_step, as a batch of one) on packed buffers: the
         # simulator's, and the env's own settings, tables and running state (eib/efb). The mask,
         # observation and info numbers are written into the arrays below.
         self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
@@ -245,22 +246,32 @@ class ServerFarmEnv(gym.Env):
             config, action_mode, invalid_action, objective, reward_eta, eta_tau, reward_scale,
             self.warmup_epochs, warmup_policy,
         )  # fmt: skip
-        self._ibuf = np.concatenate([self.sim._ib, eib])
-        self._fbuf = np.concatenate([self.sim._fb, efb])
+        # one row: the env is a batch of one for the kernels (the vector env uses N rows)
+        self._IB = np.concatenate([self.sim._ib, eib])[None, :]
+        self._FB = np.concatenate([self.sim._fb, efb])[None, :]
+        self._OBS = np.zeros((1, *self.observation_space.shape), np.float32)
+        self._MASK = np.zeros((1, self.action_space.n), dtype=bool)
+        self._act = np.zeros(1, dtype=np.int64)
+        self._codes = np.zeros(1, dtype=np.int64)
         self._bind_buffers()
-        self._obs = np.zeros(self.observation_space.shape, np.float32)
-        self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._eta_initialised = False
-        self._job = -1
+        self._started = False
 
     # ---- helpers -------------------------------------------------------------------------------
     def _bind_buffers(self) -> None:
-        """Point the simulator and the env's views into the merged buffers ``_ibuf``/``_fbuf``."""
-        ni, nf = int(self._ibuf[kn.H_ILEN]), int(self._ibuf[kn.H_FLEN])
-        self.sim._bind(self._ibuf[:ni], self._fbuf[:nf])
-        self._eib = self._ibuf[ni:]
-        self._efb = self._fbuf[nf:]
+        """Point the simulator and the env's views into the merged buffers ``_IB``/``_FB``."""
+        ib, fb = self._IB[0], self._FB[0]
+        ni, nf = int(ib[kn.H_ILEN]), int(ib[kn.H_FLEN])
+        self.sim._bind(ib[:ni], fb[:nf])
+        self._eib = ib[ni:]
+        self._efb = fb[nf:]
         self._out = self._efb[self._eib[kn.EFO_OUT] :]
+        self._obs, self._mask = self._OBS[0], self._MASK[0]
+
+    @property
+    def _job(self) -> int:
+        """Type of the job waiting for the decision (-1 before the first reset)."""
+        return int(self._eib[kn.E_JOB])
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # pickling copies views: re-derive them from the merged buffers (the authoritative state)
@@ -300,7 +311,7 @@ class ServerFarmEnv(gym.Env):
     def _get_info(self, o: list[float]) -> dict[str, Any]:
         """info from the numbers the kernel wrote into ``self._out`` (``o`` = its ``tolist()``)."""
         info = {
-            "job_type": self._job,
+            "job_type": int(o[kn.X_JOB]),
             "action_mask": self._mask.copy(),
             "work": o[kn.X_WORK],
             "energy": o[kn.X_ENERGY],
@@ -332,19 +343,23 @@ class ServerFarmEnv(gym.Env):
         if self.sim.rng is not self.np_random:
             self.sim.rng = self.np_random  # one random stream: the env's own generator
         # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
-        self._job = kn.env_reset(self._ibuf, self._fbuf, self._obs, self._mask)
+        kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self.sim._tag)
+        self._started = True
         return self._obs.copy(), self._get_info(self._out.tolist())
 
     def step(self, action):
-        if self._job < 0:
+        if not self._started:
             raise RuntimeError("call reset() before step()")
-        job = kn.env_step(self._ibuf, self._fbuf, self._obs, self._mask, int(action))
-        if job < 0:
+        self._act[0] = int(action)
+        kn.vec_step(
+            self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim._tag
+        )
+        if self._codes[0]:
+            self._codes[0] = 0
             raise ValueError(
                 f"action {action} is masked out for job type {self._job} (a full or "
                 "unavailable server); choose an action where action_masks() is True"
             )
-        self._job = job
         o = self._out.tolist()
         return self._obs.copy(), o[kn.X_REWARD], False, False, self._get_info(o)
 

@@ -130,6 +130,7 @@ class FarmSimulator:
         K, J, B1, S, NI = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers, c.n_intervals
         ns = S if self.general else 0
         self._ib, self._fb = ib, fb
+        self._tag = kn.kind_tag(self.general)  # selects the compiled event loop
 
         def iv(field: int, n: int) -> np.ndarray:
             return ib[ib[field] : ib[field] + n]
@@ -270,7 +271,7 @@ class FarmSimulator:
     # ---- driving -----------------------------------------------------------------------------
     def _run(self, policy: int, table: np.ndarray, n: int) -> int:
         # re-sums the rates over all servers first, like kernels.run_exponential / run_general
-        return kn.packed_run(self._ib, self._fb, policy, table, n, True)
+        return kn.packed_run(self._ib, self._fb, policy, table, n, True, self._tag)
 
     def next_epoch(self) -> int:
         """Advance to the next decision epoch and return the arriving job's type."""
@@ -290,7 +291,7 @@ class FarmSimulator:
                 f"server {server} cannot take a job of type {j} "
                 "(not in its available groups, or full); choose a server where the mask is True"
             )
-        kn.packed_assign(self._ib, self._fb, s)
+        kn.packed_assign(self._ib, self._fb, s, self._tag)
 
     def run(
         self, n_epochs: int, policy: str = "priority", table: np.ndarray | None = None

@@ -110,9 +110,9 @@ class ServerFarmVectorEnv(VectorEnv):
         self.observation_space = batch_space(env.observation_space, n)
         self.action_space = batch_space(env.action_space, n)
 
-        ni, nf = int(env._ibuf[kn.H_ILEN]), int(env._ibuf[kn.H_FLEN])
-        self._ibuf = np.tile(env._ibuf, (n, 1))
-        self._fbuf = np.tile(env._fbuf, (n, 1))
+        ni, nf = int(env._IB[0, kn.H_ILEN]), int(env._IB[0, kn.H_FLEN])
+        self._ibuf = np.tile(env._IB, (n, 1))
+        self._fbuf = np.tile(env._FB, (n, 1))
         self._ibuf[:, ni + kn.E_MAXSTEPS] = self.max_episode_steps
         self._eib = self._ibuf[:, ni:]
         self._efb = self._fbuf[:, nf:]
@@ -121,6 +121,7 @@ class ServerFarmVectorEnv(VectorEnv):
         self._obs = np.zeros((n, *env.observation_space.shape), np.float32)
         self._mask = np.zeros((n, env.action_space.n), dtype=bool)
         self._codes = np.zeros(n, dtype=np.int64)
+        self._tag = env.sim._tag
         self._rngs: list[np.random.Generator | None] = [None] * n
         # one FarmSimulator per env, viewing its row (for stats() and inspection)
         self.sims: list[FarmSimulator] = []
@@ -161,7 +162,9 @@ class ServerFarmVectorEnv(VectorEnv):
             for slot in (kn.EF_ETAW, kn.EF_ETAE):
                 self._efb[:, slot] = self._template._efb[slot]
             self._eta_initialised = True
-        kn.vec_reset(self._ibuf, self._fbuf, self._obs, self._mask, np.ones(n, dtype=bool))
+        kn.vec_reset(
+            self._ibuf, self._fbuf, self._obs, self._mask, np.ones(n, dtype=bool), self._tag
+        )
         self._needs_reset = False
         return self._obs.copy(), self._infos()
 
@@ -173,7 +176,7 @@ class ServerFarmVectorEnv(VectorEnv):
             raise RuntimeError("call reset() before step()")
         acts = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
         step = kn.vec_step_parallel if self.parallel else kn.vec_step
-        step(self._ibuf, self._fbuf, self._obs, self._mask, acts, self._codes)
+        step(self._ibuf, self._fbuf, self._obs, self._mask, acts, self._codes, self._tag)
         if self._codes.any():
             bad = np.flatnonzero(self._codes)
             raise ValueError(
@@ -281,7 +284,7 @@ def _adapter_class() -> type:
                 # SB3 resets at once: reset the finished envs now (the vector env would at its next
                 # step), keep their last observation for bootstrapping
                 v = self.venv
-                kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones)
+                kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones, v._tag)
                 reset_infos = self._info_dicts(v._infos())
                 for i in np.flatnonzero(dones):
                     info_list[i]["terminal_observation"] = obs[i].copy()
