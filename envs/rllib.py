@@ -1,0 +1,91 @@
+"""RLlib support: the env with the Dict observation RLlib's action-masking RLModule expects.
+
+RLlib's action-masking example (``ray.rllib.examples.rl_modules.classes.action_masking_rlm``,
+``ActionMaskingTorchRLModule``, PPO) reads observations of the form
+``{"action_mask": Box(0, 1, (n_actions,), float32), "observations": <the env's observation>}``
+and sets the logits of masked actions to a very large negative number.
+:class:`ActionMaskObservation` wraps a :class:`~envs.server_farm.ServerFarmEnv` that way, and
+:class:`RLlibServerFarmEnv` is that env as a class RLlib can build from an ``env_config``::
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from envs.rllib import RLlibServerFarmEnv, action_masking_module_spec
+
+    config = (
+        PPOConfig()
+        .environment(env=RLlibServerFarmEnv, env_config={"scenario": "paper-100"})
+        .rl_module(rl_module_spec=action_masking_module_spec())
+    )
+    algo = config.build_algo()
+    algo.train()
+
+This module imports nothing from Ray until :func:`action_masking_module_spec` is called, so the
+wrapper works (and is tested) without Ray installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import envs  # noqa: F401  (registers the env ids)
+
+
+class ActionMaskObservation(gym.ObservationWrapper):
+    """``{"action_mask": float32[n_actions] (1 = valid), "observations": obs}`` observations.
+
+    The mask is the one of the decision the observation belongs to (``action_masks()`` after
+    ``reset``/``step``), as 0/1 floats in a ``Box(0, 1)``, the space RLlib's example uses.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        if not isinstance(env.action_space, spaces.Discrete):
+            raise ValueError("env: action masking needs a Discrete action space")
+        self.observation_space = spaces.Dict(
+            {
+                "action_mask": spaces.Box(0.0, 1.0, (int(env.action_space.n),), np.float32),
+                "observations": env.observation_space,
+            }
+        )
+
+    def observation(self, observation: np.ndarray) -> dict[str, np.ndarray]:
+        mask = self.env.unwrapped.action_masks().astype(np.float32)
+        return {"action_mask": mask, "observations": observation}
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+
+class RLlibServerFarmEnv(ActionMaskObservation):
+    """The env as RLlib builds it: ``PPOConfig().environment(env=RLlibServerFarmEnv,
+    env_config={...})``. ``env_config`` holds ``gymnasium.make`` arguments: ``env_id`` (default
+    ``"ServerFarm-v0"``; ``"ServerFarmGroup-v0"`` for the size-independent mode),
+    ``max_episode_steps`` and any :class:`~envs.server_farm.ServerFarmEnv` argument. RLlib passes
+    an ``EnvContext`` (a dict); its worker/vector indices are not used. ``gymnasium.make``'s own
+    wrappers (time limit, order enforcing, checker) stay in place."""
+
+    def __init__(self, env_config: dict[str, Any] | None = None):
+        cfg = dict(env_config or {})
+        env_id = cfg.pop("env_id", "ServerFarm-v0")
+        super().__init__(gym.make(env_id, **cfg))
+
+
+def make_rllib_env(env_config: dict[str, Any] | None = None) -> gym.Env:
+    """Env creator (for ``ray.tune.registry.register_env``): ``RLlibServerFarmEnv(env_config)``."""
+    return RLlibServerFarmEnv(env_config)
+
+
+def action_masking_module_spec(hiddens: tuple[int, ...] = (64, 64)) -> Any:
+    """``RLModuleSpec`` of RLlib's example ``ActionMaskingTorchRLModule`` (PPO, torch)."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+    from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (
+        ActionMaskingTorchRLModule,
+    )
+
+    return RLModuleSpec(
+        module_class=ActionMaskingTorchRLModule,
+        model_config={"head_fcnet_hiddens": list(hiddens), "head_fcnet_activation": "relu"},
+    )
