@@ -57,7 +57,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "pareto-1.5": {"distribution": "pareto", "alpha": 1.5},
     "pareto-2.5": {"distribution": "pareto", "alpha": 2.5},
 }
-FULL = {"farms": FARMS, "sizes": tuple(SIZES), "replications": 10, "min_epochs": 1_000_000}
+FULL = {"farms": FARMS, "sizes": tuple(SIZES), "replications": 10, "min_epochs": 500_000}
 QUICK = {"farms": ("tiny", "small-3"), "sizes": ("exponential", "deterministic", "pareto-1.5"),
          "replications": 3, "min_epochs": 20_000}  # fmt: skip
 CTMC_MAX = 20_000
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--sizes", default=None, help=f"comma-separated labels of {list(SIZES)}")
     p.add_argument("--replications", type=int, default=None, help="10 (quick 3)")
     p.add_argument("--min-epochs", type=int, default=None,
-                   help="minimum decision epochs per replication (1e6; quick 2e4)")  # fmt: skip
+                   help="minimum decision epochs per replication (5e5; quick 2e4)")  # fmt: skip
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL

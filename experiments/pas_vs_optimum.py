@@ -13,11 +13,13 @@ Per farm:
   ratio policy iteration on the symmetry-aggregated chain (``baselines.optimum.solve_pi``; it
   agrees with the LP to 1e-7 and is much faster). Farms whose aggregated chain exceeds
   ``--max-opt-states`` are skipped and counted.
-* PAS, Whittle, JSQ, random and MEESF (``baselines.registry``): **exact** stationary efficiency
-  from the per-server CTMC (``baselines.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking
-  is not symmetric, so it needs the full chain) when it has at most ``--ctmc-max-states`` states
-  (the sparse LU's fill-in grows fast beyond), else **simulation** with the evaluation harness
-  (``evaluation.evaluate``: independent replications, 95% Student-t intervals).
+* PAS, Whittle, JSQ, random and MEESF (``baselines.registry``), and the diagnostic variant
+  ``pas-spread`` (:func:`pas_spread_table`: PAS's group order, but inside a group the server with
+  the fewest jobs rather than the smallest index): **exact** stationary efficiency from the
+  per-server CTMC (``baselines.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking is not
+  symmetric, so it needs the full chain) when it has at most ``--ctmc-max-states`` states, else
+  **simulation** with the evaluation harness (``evaluation.evaluate``: independent replications,
+  95% Student-t intervals).
 * gap to the optimum ``100 (opt - eff) / opt`` (``evaluation.stats.shortfall_pct``), with the
   half-width ``100 ci / opt`` for simulated farms.
 
@@ -42,6 +44,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
 
 from baselines.ctmc import evaluate_policy, n_full_states  # noqa: E402
 from baselines.optimum import estimate_size, solve_pi  # noqa: E402
+from baselines.priority import PriorityPolicy  # noqa: E402
 from baselines.registry import make_policy  # noqa: E402
 from envs.scenarios import random_farm  # noqa: E402
 from evaluation import evaluate  # noqa: E402
@@ -58,11 +61,13 @@ from experiments.common import (  # noqa: E402
 )
 
 NAME = "pas_vs_optimum"
-POLICIES = ("pas", "whittle", "jsq", "random", "meesf")
+POLICIES = ("pas", "whittle", "jsq", "random", "meesf", "pas-spread")
+#: diagnostic variants defined here (not in the registry): name -> table builder
+VARIANTS = ("pas-spread",)
 #: load bands of the PAS breakdown (rho is drawn from [0.3, 1.2])
 LOAD_BANDS = ((0.3, 0.6), (0.6, 0.9), (0.9, 1.2))
 
-FULL = {"n_farms": 200, "max_opt_states": 50_000, "ctmc_max_states": 12_000,
+FULL = {"n_farms": 200, "max_opt_states": 50_000, "ctmc_max_states": 2_000_000,
         "replications": 10, "horizon": 500_000}  # fmt: skip
 QUICK = {"n_farms": 6, "max_opt_states": 3_000, "ctmc_max_states": 3_000,
          "replications": 3, "horizon": 20_000}  # fmt: skip
@@ -81,7 +86,7 @@ def build_parser():
         "--ctmc-max-states",
         type=int,
         default=None,
-        help="exact CTMC up to this many per-server states, else simulate (12000)",
+        help="exact CTMC up to this many per-server states, else simulate (2e6)",
     )
     p.add_argument("--replications", type=int, default=None, help="simulated farms: 10 (quick 3)")
     p.add_argument(
@@ -91,18 +96,42 @@ def build_parser():
         help="simulated farms: decision epochs per replication (500000; quick 20000)",
     )
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
-    return p  # fmt: skip
+    return p
 
 
 # ---------------------------------------------------------------------------------------------
 # one farm
 # ---------------------------------------------------------------------------------------------
+def pas_spread_table(config: Any) -> np.ndarray:
+    """PAS's group order with the opposite tie-break inside a group: the server with the fewest
+    jobs (join the shortest queue among equally efficient servers) instead of the smallest index
+    (which packs one server up to its buffer while its identical neighbours idle).
+
+    ``table[k, b] = e_k - b * delta`` with ``delta`` small enough never to reorder two groups of
+    different effective efficiency ``e_k = mu_k / (eps_k - eps0_k)``.
+    """
+    eff = np.asarray(config.group_efficiency, dtype=np.float64)
+    gaps = np.diff(np.unique(eff))
+    delta = (gaps.min() if gaps.size else 1.0) / (2.0 * (config.max_buffer + 1))
+    levels = np.arange(config.max_buffer + 1, dtype=np.float64)
+    return eff[:, None] - delta * levels[None, :]
+
+
+def build_policy(name: str, config: Any) -> Any:
+    """A registry policy, or one of the diagnostic :data:`VARIANTS` (a priority-table policy)."""
+    if name == "pas-spread":
+        pol = PriorityPolicy(config, table=pas_spread_table(config))
+        pol.name = name
+        return pol
+    return make_policy(name, config)
+
+
 def _exact(config: Any, names: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Exact stationary efficiency and blocking of each policy on the per-server chain."""
     out = {}
     lam = config.arrival_rates[0]
     for name in names:
-        pol = make_policy(name, config)
+        pol = build_policy(name, config)
         spec = "random" if pol.builtin == "random" else np.asarray(pol.priority_table())
         res = evaluate_policy(config, spec, max_states=10**9)
         out[name] = {
@@ -118,7 +147,8 @@ def _simulated(config: Any, names: Sequence[str], st: dict[str, Any]) -> dict[st
     # at least 100 / 50 mean durations of the slowest group (the harness's window rule)
     horizon = durations_to_epochs(config, 100, st["horizon"])
     warmup = durations_to_epochs(config, 50, horizon // 10)
-    rep = evaluate(config, list(names), replications=st["replications"], horizon=horizon,
+    specs = [build_policy(n, config) if n in VARIANTS else n for n in names]
+    rep = evaluate(config, specs, replications=st["replications"], horizon=horizon,
                    warmup=warmup, seed=st["seed"], workers=1, compute_optimum=False,
                    progress=False)  # fmt: skip
     out: dict[str, Any] = {}
@@ -254,6 +284,9 @@ def plot(rows: Sequence[dict[str, Any]], names: Sequence[str], path: str | Path)
                 fmt=marker, ms=3, alpha=0.7, capsize=2,
                 label="exact CTMC" if method == "ctmc" else "simulated (95% CI)",
             )  # fmt: skip
+        if "pas-spread" in names:
+            ax2.plot([r["load"] for r in solved], [r["pas-spread_gap_pct"] for r in solved], ".",
+                     color="0.55", ms=3, label="pas-spread (diagnostic)")  # fmt: skip
         ax2.set_xlabel("normalised load rho")
         ax2.set_ylabel("PAS gap to the optimum (%)")
         ax2.set_title("PAS")
@@ -313,12 +346,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def format_summary(summary: dict[str, Any], names: Sequence[str]) -> str:
     lines = [f"counts: {summary['counts']}",
-             "policy     n   mean%  median%   p90%    max%  <=1%   <=3%"]  # fmt: skip
+             "policy        n   mean%  median%   p90%    max%  <=1%   <=3%"]  # fmt: skip
     for n in names:
         s = summary["per_policy"][n]
         if s.get("n"):
             lines.append(
-                f"{n:8s} {s['n']:4d} {s['mean']:7.3f} {s['median']:7.3f} {s['p90']:7.3f} "
+                f"{n:11s} {s['n']:4d} {s['mean']:7.3f} {s['median']:7.3f} {s['p90']:7.3f} "
                 f"{s['max']:7.3f} {s['share_within_1pct']:5.2f} {s['share_within_3pct']:5.2f}"
             )
     for band, s in summary.get("pas_by_load", {}).items():
