@@ -271,3 +271,82 @@ def test_env_trajectory_unchanged(key: tuple) -> None:
         # times), rewards equal up to float rounding
         assert got[1:] == want[1:]
         assert math.isclose(got[0], want[0], rel_tol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# the SimPy reference model agrees with the compiled simulator
+# ---------------------------------------------------------------------------------------------
+TINY_PAS_EFFICIENCY = 0.3273379092816369  # exact (CTMC), shared/data/reference-farms.yaml
+
+
+def _batch_means(values: np.ndarray) -> tuple[float, float]:
+    """Mean and standard error of batch means."""
+    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values)))
+
+
+@pytest.mark.parametrize("model", ["job", "memoryless"])
+def test_simpy_reference_matches_compiled_and_exact_efficiency(model: str) -> None:
+    from benchmarks.simpy_reference import SimpyFarm
+
+    c = load_scenario("tiny")
+    farm = SimpyFarm(c, seed=5, model=model)
+    farm.run(2_000)  # warm-up
+    res = farm.run(40_000, n_batches=20)
+    s_mean, s_se = _batch_means(res.batch_efficiency)
+
+    table = np.repeat(c.group_efficiency[:, None], c.max_buffer + 1, axis=1)
+    sim = FarmSimulator(c, seed=6)
+    sim.run(2_000, "priority", table)
+    effs = np.array([sim.run(2_000, "priority", table).efficiency for _ in range(20)])
+    c_mean, c_se = _batch_means(effs)
+    # 4.5 standard errors: a false alarm about once in 150,000 runs
+    assert abs(s_mean - c_mean) <= 4.5 * math.hypot(s_se, c_se), (s_mean, c_mean)
+    assert abs(s_mean - TINY_PAS_EFFICIENCY) <= 4.5 * s_se
+    assert abs(c_mean - TINY_PAS_EFFICIENCY) <= 4.5 * c_se
+    assert res.epochs == 40_000 and res.events > res.epochs
+
+
+def test_simpy_reference_rejects_what_it_does_not_model() -> None:
+    from benchmarks.simpy_reference import SimpyFarm
+
+    with pytest.raises(ValueError, match="exponential"):
+        SimpyFarm(load_scenario("tiny").with_job_size({"distribution": "deterministic"}))
+    with pytest.raises(ValueError, match="model"):
+        SimpyFarm(load_scenario("tiny"), model="fast")
+
+
+# ---------------------------------------------------------------------------------------------
+# every benchmark script runs (--quick); no timing is asserted
+# ---------------------------------------------------------------------------------------------
+def test_bench_simulation_quick(tmp_path) -> None:
+    from benchmarks import bench_simulation
+
+    out = bench_simulation.main(["--quick", "--json", str(tmp_path / "sim.json")])
+    assert (tmp_path / "sim.json").exists()
+    assert out["compiled"]["paper-100 x1"]["per_cpu_second"] > 0
+    assert out["simpy"]["paper-100 x1"]["per_cpu_second"] > 0
+    assert out["floor"]["per_cpu_second"] > 0
+
+
+def test_bench_env_step_quick() -> None:
+    from benchmarks import bench_env_step
+
+    out = bench_env_step.main(["--quick", "--profile", "--steps", "500"])
+    assert out["server_vs_cartpole"] > 0 and out["group_big_vs_100"] > 0
+    assert "total per step, with sample()" in out["profile_ns"]
+
+
+def test_bench_vector_quick() -> None:
+    from benchmarks import bench_vector
+
+    out = bench_vector.main(["--quick"])
+    assert out["rates"]["native"]["per_cpu_second"] > 0
+
+
+def test_bench_memory_quick() -> None:
+    from benchmarks import bench_memory
+
+    out = bench_memory.main(["--quick"])
+    runs = out["runs"]
+    assert all(r["peak_mib"] > 0 for r in runs.values())
+    assert runs["FarmSimulator.run (PAS)"]["servers"] == 10_000

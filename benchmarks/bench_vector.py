@@ -1,0 +1,144 @@
+"""Vector env speed: decision epochs per second of the native batched env
+(``gymnasium.make_vec("ServerFarm-v0", num_envs=64, vectorization_mode="vector_entry_point")``,
+paper-100), against Gymnasium's ``SyncVectorEnv`` of the same envs and the single env, in the
+same run.
+
+Actions come from ``venv.action_space.sample()`` (uniform per env, often masked out and replaced
+by the PAS fallback). Rates are decision epochs (env steps summed over envs) per second; the
+serial kernel is timed in thread CPU time, the ``parallel=True`` one (numba threads, 2 cores
+here) in wall time and process CPU time. The SB3 adapter (``envs.vector.SB3VecEnvAdapter``,
+which builds a Python info dict per env per step) is timed too.
+
+``python -m benchmarks.bench_vector`` or ``--quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import numpy as np
+
+import envs  # noqa: F401  (registers the env ids)
+from benchmarks.common import Rate, command_line, machine, measure, table, write_json
+
+
+def vec_loop(venv: gym.vector.VectorEnv, steps: int) -> float:
+    sample, step = venv.action_space.sample, venv.step
+    for _ in range(steps):
+        step(sample())
+    return float(steps * venv.num_envs)
+
+
+def single_loop(env: gym.Env, steps: int) -> float:
+    sample, step = env.action_space.sample, env.step
+    for _ in range(steps):
+        _, _, term, trunc, _ = step(sample())
+        if term or trunc:
+            env.reset()
+    return float(steps)
+
+
+def sb3_loop(venv, steps: int) -> float:
+    rng = np.random.default_rng(0)
+    n_act = venv.action_space.n
+    for _ in range(steps):
+        venv.step(rng.integers(n_act, size=venv.num_envs))
+    return float(steps * venv.num_envs)
+
+
+def measure_parallel(fn) -> tuple[float, float, float]:
+    """(units, wall, process CPU) for multi-threaded work."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    units = fn()
+    return units, time.perf_counter() - w0, time.process_time() - c0
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--scenario", default="paper-100")
+    p.add_argument("--steps", type=int, default=2_000, help="vector steps per round")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--json")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.num_envs, a.steps, a.rounds = 8, 50, 2
+    n = a.num_envs
+    t0 = time.perf_counter()
+    kw = {"scenario": a.scenario}
+    native = gym.make_vec(
+        "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+    )
+    par = gym.make_vec(
+        "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", parallel=True, **kw
+    )
+    sync = gym.make_vec("ServerFarm-v0", num_envs=n, vectorization_mode="sync", **kw)
+    single = gym.make("ServerFarm-v0", **kw)
+    from envs.vector import SB3VecEnvAdapter
+
+    sb3 = SB3VecEnvAdapter(num_envs=n, **kw)
+    for i, v in enumerate((native, par, sync)):
+        v.reset(seed=100 * i)
+        v.action_space.seed(i)
+        vec_loop(v, 20)  # compile, warm up
+    single.reset(seed=7)
+    single.action_space.seed(7)
+    single_loop(single, 200)
+    sb3.seed(3)
+    sb3.reset()
+    sb3_loop(sb3, 20)
+
+    rates = {k: Rate(k) for k in ("native", "native parallel", "sync", "single", "sb3")}
+    for _ in range(a.rounds):
+        rates["native"].add(*measure(lambda: vec_loop(native, a.steps)))
+        rates["native parallel"].add(*measure_parallel(lambda: vec_loop(par, a.steps)))
+        rates["sync"].add(*measure(lambda: vec_loop(sync, max(a.steps // 10, 5))))
+        rates["single"].add(*measure(lambda: single_loop(single, a.steps * n // 10)))
+        rates["sb3"].add(*measure(lambda: sb3_loop(sb3, max(a.steps // 4, 5))))
+    nat = rates["native"].per_cpu_second
+    labels = {
+        "native": f"native vector env, {n} envs, serial kernel",
+        "native parallel": f"native vector env, {n} envs, parallel=True (numba threads)",
+        "sync": f"gymnasium SyncVectorEnv, {n} envs",
+        "single": "single env (gymnasium.make), one step at a time",
+        "sb3": f"SB3VecEnvAdapter, {n} envs (per-env info dicts)",
+    }
+    rows = [
+        [labels[k], r.per_cpu_second / 1e6, r.per_wall_second / 1e6, nat / r.per_cpu_second]
+        for k, r in rates.items()
+    ]
+    print(f"# bench_vector ({command_line()})\n")
+    print(f"machine: {machine()}\n")
+    print(
+        table(
+            ["env", "M epochs / CPU s", "M epochs / wall s", "native serial is x faster (CPU)"],
+            rows,
+        )
+    )
+    print(
+        "\n(parallel row: CPU s = process CPU time of all threads; its wall rate is what the "
+        "threads buy on this machine)"
+    )
+    print(f"\n(took {time.perf_counter() - t0:.0f} s)")
+    result = {
+        "command": command_line(),
+        "machine": machine(),
+        "num_envs": n,
+        "rates": {k: r.as_dict() for k, r in rates.items()},
+    }
+    write_json(a.json, result)
+    for v in (native, par, sync):
+        v.close()
+    return result
+
+
+if __name__ == "__main__":
+    main()
