@@ -125,9 +125,13 @@ def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
         res = relaxation_bound(config)
     except (ValueError, MemoryError) as err:
         return None, f"relaxation bound refused: {err}"
-    val = res if isinstance(res, (int, float)) else getattr(res, "efficiency", None)
+    # a number, or a result object (its field name is not fixed yet: efficiency/value/bound)
+    val = res if isinstance(res, (int, float)) else None
+    for attr in ("efficiency", "value", "bound"):
+        if val is None:
+            val = getattr(res, attr, None)
     if val is None:
-        return None, "relaxation_bound returned no efficiency"
+        return None, f"relaxation_bound returned {type(res).__name__} without an efficiency"
     return {"efficiency": float(val), "source": "baselines.bounds.relaxation_bound"}, None
 
 
