@@ -3,8 +3,11 @@
 paper-100), against Gymnasium's ``SyncVectorEnv`` of the same envs and the single env, in the
 same run.
 
-Actions come from ``venv.action_space.sample()`` (uniform per env, often masked out and replaced
-by the PAS fallback). Rates are decision epochs (env steps summed over envs) per second; the
+Actions are uniform per env (often masked out and replaced by the PAS fallback), drawn ahead
+from ``action_space.sample()`` into a pool the loops cycle through, so the rates are the envs'
+(one row adds the cost of calling ``venv.action_space.sample()`` every step, as the CartPole
+comparison of ``bench_env_step.py`` does). Rates are decision epochs (env steps summed over
+envs) per second; the
 serial kernel is timed in thread CPU time, the ``parallel=True`` one (numba threads, 2 cores
 here) in wall time and process CPU time. The SB3 adapter (``envs.vector.SB3VecEnvAdapter``,
 which builds a Python info dict per env per step) is timed too.
@@ -23,33 +26,41 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gymnasium as gym
-import numpy as np
 
 import envs  # noqa: F401  (registers the env ids)
 from benchmarks.common import Rate, command_line, machine, measure, table, write_json
 
 
-def vec_loop(venv: gym.vector.VectorEnv, steps: int) -> float:
-    sample, step = venv.action_space.sample, venv.step
-    for _ in range(steps):
-        step(sample())
+def pool(space: gym.Space, size: int = 64) -> list:
+    return [space.sample() for _ in range(size)]
+
+
+def vec_loop(venv: gym.vector.VectorEnv, steps: int, actions: list | None = None) -> float:
+    step = venv.step
+    if actions is None:  # sample every step
+        sample = venv.action_space.sample
+        for _ in range(steps):
+            step(sample())
+    else:
+        m = len(actions)
+        for i in range(steps):
+            step(actions[i % m])
     return float(steps * venv.num_envs)
 
 
-def single_loop(env: gym.Env, steps: int) -> float:
-    sample, step = env.action_space.sample, env.step
-    for _ in range(steps):
-        _, _, term, trunc, _ = step(sample())
+def single_loop(env: gym.Env, steps: int, actions: list) -> float:
+    step, m = env.step, len(actions)
+    for i in range(steps):
+        _, _, term, trunc, _ = step(actions[i % m])
         if term or trunc:
             env.reset()
     return float(steps)
 
 
-def sb3_loop(venv, steps: int) -> float:
-    rng = np.random.default_rng(0)
-    n_act = venv.action_space.n
-    for _ in range(steps):
-        venv.step(rng.integers(n_act, size=venv.num_envs))
+def sb3_loop(venv, steps: int, actions: list) -> float:
+    m = len(actions)
+    for i in range(steps):
+        venv.step(actions[i % m])
     return float(steps * venv.num_envs)
 
 
@@ -80,33 +91,47 @@ def main(argv: list[str] | None = None) -> dict:
     par = gym.make_vec(
         "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", parallel=True, **kw
     )
+    group = gym.make_vec(
+        "ServerFarmGroup-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+    )
     sync = gym.make_vec("ServerFarm-v0", num_envs=n, vectorization_mode="sync", **kw)
     single = gym.make("ServerFarm-v0", **kw)
     from envs.vector import SB3VecEnvAdapter
 
     sb3 = SB3VecEnvAdapter(num_envs=n, **kw)
-    for i, v in enumerate((native, par, sync)):
+    acts = {}
+    for i, v in enumerate((native, par, group, sync)):
         v.reset(seed=100 * i)
         v.action_space.seed(i)
-        vec_loop(v, 20)  # compile, warm up
+        acts[id(v)] = pool(v.action_space)
+        vec_loop(v, 20, acts[id(v)])  # compile, warm up
     single.reset(seed=7)
     single.action_space.seed(7)
-    single_loop(single, 200)
+    single_acts = pool(single.action_space, 1024)
+    single_loop(single, 200, single_acts)
     sb3.seed(3)
     sb3.reset()
-    sb3_loop(sb3, 20)
+    sb3_acts = pool(native.action_space)
+    sb3_loop(sb3, 20, sb3_acts)
 
-    rates = {k: Rate(k) for k in ("native", "native parallel", "sync", "single", "sb3")}
+    keys = ("native", "native parallel", "native + sample()", "group", "sync", "single", "sb3")
+    rates = {k: Rate(k) for k in keys}
     for _ in range(a.rounds):
-        rates["native"].add(*measure(lambda: vec_loop(native, a.steps)))
-        rates["native parallel"].add(*measure_parallel(lambda: vec_loop(par, a.steps)))
-        rates["sync"].add(*measure(lambda: vec_loop(sync, max(a.steps // 10, 5))))
-        rates["single"].add(*measure(lambda: single_loop(single, a.steps * n // 10)))
-        rates["sb3"].add(*measure(lambda: sb3_loop(sb3, max(a.steps // 4, 5))))
+        rates["native"].add(*measure(lambda: vec_loop(native, a.steps, acts[id(native)])))
+        rates["native parallel"].add(
+            *measure_parallel(lambda: vec_loop(par, a.steps, acts[id(par)]))
+        )
+        rates["native + sample()"].add(*measure(lambda: vec_loop(native, a.steps)))
+        rates["group"].add(*measure(lambda: vec_loop(group, a.steps, acts[id(group)])))
+        rates["sync"].add(*measure(lambda: vec_loop(sync, max(a.steps // 10, 5), acts[id(sync)])))
+        rates["single"].add(*measure(lambda: single_loop(single, a.steps * n // 10, single_acts)))
+        rates["sb3"].add(*measure(lambda: sb3_loop(sb3, max(a.steps // 4, 5), sb3_acts)))
     nat = rates["native"].per_cpu_second
     labels = {
         "native": f"native vector env, {n} envs, serial kernel",
         "native parallel": f"native vector env, {n} envs, parallel=True (numba threads)",
+        "native + sample()": f"native vector env, {n} envs, + action_space.sample() each step",
+        "group": f"native vector env, {n} envs, ServerFarmGroup-v0 (group actions)",
         "sync": f"gymnasium SyncVectorEnv, {n} envs",
         "single": "single env (gymnasium.make), one step at a time",
         "sb3": f"SB3VecEnvAdapter, {n} envs (per-env info dicts)",
@@ -135,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rates": {k: r.as_dict() for k, r in rates.items()},
     }
     write_json(a.json, result)
-    for v in (native, par, sync):
+    for v in (native, par, group, sync):
         v.close()
     return result
 

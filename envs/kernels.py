@@ -1092,29 +1092,19 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
 
 
 @njit(inline="always", **_JIT)
-def _fallback(u, eib, efb, mask):
-    """Where PAS would send the job (highest mu/(eps-eps0), ties to the smallest server)."""
-    if eib[E_MODE] == MODE_SERVER:
-        sg = u[U_SG]
-        pas = eib[EFO_PAS]
-        B1 = u[U_MU].shape[1]
-        best = -np.inf
-        best_s = 0
-        for s in range(sg.shape[0]):  # np.argmax(np.where(mask, eff[group], -inf))
-            if mask[s]:
-                v = efb[pas + sg[s] * B1]
-                if v > best:
-                    best = v
-                    best_s = s
-        return best_s
+def _fallback(u, eib, efb):
+    """Where PAS would send the job (highest mu/(eps-eps0), ties to the smallest server), as an
+    action. The PAS pick over the (group, level) heaps is that server in O(K B): the smallest-
+    index non-full server of the most efficient available group, exactly what the original
+    ``np.argmax(np.where(mask, eff[group], -inf))`` over all S servers returns."""
     mu = u[U_MU]
     pas = as2d(efb[eib[EFO_PAS] : eib[EFO_PAS] + mu.size], mu.shape[0], mu.shape[1])
-    s = pick_priority(
-        u[U_ISC][PENDING], pas, u[U_JGP], u[U_JGI], u[U_BUF], u[U_HDATA],
-        u[U_HBASE], u[U_HSIZE],
-    )  # fmt: skip
-    k = u[U_SG][s]
-    return eib[eib[EO_LOFF] + k] + u[U_OCC][s]
+    s, k, b = pick_priority_kb(
+        u[U_ISC][PENDING], pas, u[U_JGP], u[U_JGI], u[U_BUF], u[U_HDATA], u[U_HBASE], u[U_HSIZE]
+    )
+    if eib[E_MODE] == MODE_SERVER:
+        return s
+    return eib[eib[EO_LOFF] + k] + b
 
 
 @njit(**_JIT)
@@ -1127,7 +1117,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
         if eib[E_INVALID] == 1:
             return INVALID_RAISE
         eib[E_NINV] += 1
-        a = _fallback(u, eib, efb, mask)
+        a = _fallback(u, eib, efb)
     if eib[E_MODE] == MODE_SERVER:
         s = a
     else:
