@@ -968,10 +968,10 @@ def packed_reset(ib, fb):
 ) = range(11)  # fmt: skip
 # out slots
 (
-    X_REWARD, X_WORK, X_ENERGY, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING, X_ETA,
-    X_COSTEFF, X_INVALID, X_JOB, X_TRUNC,
+    X_REWARD, X_WORK, X_ENERGY, X_COST, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING,
+    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC,
     N_OUT,
-) = range(14)  # fmt: skip
+) = range(15)  # fmt: skip
 
 MODE_SERVER, MODE_GROUP = 0, 1
 OK, INVALID_RAISE = 0, 1
@@ -1028,7 +1028,7 @@ def _observe(u, eib, efb, obs, mask):
 
 
 @njit(inline="always", **_JIT)
-def _info(u, eib, efb, out, work, energy, invalid):
+def _info(u, eib, efb, out, work, energy, cost, invalid):
     """The numbers of ``info`` (SimStats since the episode start, same float operations)."""
     fs, cnt = u[U_FS], u[U_CNT]
     t = fs[T] - efb[EF_BT]
@@ -1037,6 +1037,7 @@ def _info(u, eib, efb, out, work, energy, invalid):
     c = fs[COST] - efb[EF_BC]
     out[X_WORK] = work
     out[X_ENERGY] = energy
+    out[X_COST] = cost
     out[X_TIME] = t
     out[X_THROUGHPUT] = w / t if t > 0 else 0.0
     out[X_POWER] = e / t if t > 0 else 0.0
@@ -1088,7 +1089,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     _observe(u, eib, efb, obs, mask)
     out[X_REWARD] = 0.0
     out[X_TRUNC] = 0.0
-    _info(u, eib, efb, out, 0.0, 0.0, False)
+    _info(u, eib, efb, out, 0.0, 0.0, 0.0, False)
 
 
 @njit(inline="always", **_JIT)
@@ -1125,27 +1126,29 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
         s = u[U_HDATA][u[U_HBASE][k, eib[eib[EO_ACTC] + a]]]  # smallest index at level
     _assign(tag, ib, u, s)
     fs = u[U_FS]
-    ecol = COST if eib[E_OBJ] == 1 else ENERGY
     w0 = fs[WORK]
-    e0 = fs[ecol]
+    e0 = fs[ENERGY]
+    c0 = fs[COST]
     t0 = fs[T]
     if eib[E_MODE] == MODE_SERVER:
         packed_resum(u)  # as FarmSimulator.next_epoch (O(S), like the observation)
     _loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1)
     work = fs[WORK] - w0
-    energy = fs[ecol] - e0
-    out[X_REWARD] = (work - _eta(eib, efb) * energy) / efb[EF_SCALE]
+    energy = fs[ENERGY] - e0
+    cost = fs[COST] - c0
+    like = cost if eib[E_OBJ] == 1 else energy  # what the objective divides work by
+    out[X_REWARD] = (work - _eta(eib, efb) * like) / efb[EF_SCALE]
     if eib[E_RUNNING] == 1:
         # exponential forgetting over eta_tau mean inter-arrival times
         decay = math.exp(-(fs[T] - t0) * efb[EF_LAM] / efb[EF_TAU])
         efb[EF_ETAW] = efb[EF_ETAW] * decay + work
-        efb[EF_ETAE] = efb[EF_ETAE] * decay + energy
+        efb[EF_ETAE] = efb[EF_ETAE] * decay + like
     _observe(u, eib, efb, obs, mask)
     eib[E_STEPS] += 1
     trunc = eib[E_MAXSTEPS] > 0 and eib[E_STEPS] >= eib[E_MAXSTEPS]
     out[X_TRUNC] = 1.0 if trunc else 0.0
     eib[E_DONE] = 1 if trunc else 0
-    _info(u, eib, efb, out, work, energy, invalid)
+    _info(u, eib, efb, out, work, energy, cost, invalid)
     return OK
 
 

@@ -325,7 +325,7 @@ class ServerFarmEnv(gym.Env):
             "invalid_action": o[kn.X_INVALID] != 0.0,
         }
         if self.objective == "cost":
-            info["cost"] = o[kn.X_ENERGY]
+            info["cost"] = o[kn.X_COST]
             info["cost_efficiency"] = o[kn.X_COSTEFF]
         return info
 

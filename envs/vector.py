@@ -202,7 +202,7 @@ class ServerFarmVectorEnv(VectorEnv):
         for key, slot in _SCALAR_INFO:
             infos[key] = o[:, slot]
         if self.objective == "cost":
-            infos["cost"] = o[:, kn.X_ENERGY]
+            infos["cost"] = o[:, kn.X_COST]
             infos["cost_efficiency"] = o[:, kn.X_COSTEFF]
         every = np.ones(n, dtype=bool)
         every.flags.writeable = False  # one read-only array serves every "_key"
