@@ -21,6 +21,14 @@ advances at mu(n)/n per job (the rate every job on it is served at); a job's fin
 virtual clock at its arrival plus its size, so the next departure of s is its smallest mark and
 happens at real time ``tlast + (mark - vwork) * n / mu(n)``. A global indexed min-heap of busy
 servers keyed by that time gives the next departure in O(log S).
+
+Speed (see BENCHMARKS.md): ``FarmSimulator`` keeps every array inside two packed buffers (the
+heap arrays as int32 views, half the cache footprint) and calls the ``packed_*`` entry points,
+which pass the Generator as raw pointers (:func:`generator_from_pointers`) and hand borrowed,
+reference-count-free views to the loops (:func:`borrow`). The env step (assign, simulate to the
+next epoch, reward, mask, observation, info numbers) is one compiled call, ``vec_step``, for a
+single env and a batch alike. Every compiled function lives in this file: numba's on-disk cache
+does not notice edits to functions a cached function calls from other files.
 """
 
 from __future__ import annotations
@@ -933,8 +941,8 @@ def packed_reset(ib, fb):
 #
 # A step assigns the action, simulates to the next decision epoch and computes the reward, the
 # running eta, the mask, the observation and the numbers of ``info``, for a batch of envs
-# (``vec_step``; ServerFarmEnv is a batch of one, ServerFarmVectorEnv of N), on the simulator's packed
-# buffers plus the env's own (built by ``envs.server_farm.pack_env``):
+# (``vec_step``; ServerFarmEnv is a batch of one, ServerFarmVectorEnv of N), on the simulator's
+# packed buffers plus the env's own (built by ``envs.server_farm.pack_env``):
 #
 # * ``eib`` (int64): settings and counters (``E_*`` slots) followed by small tables (``EO_*``
 #   offsets): action -> (group, level), observation histogram rows/cols, availability[J, K],

@@ -238,9 +238,9 @@ class ServerFarmEnv(gym.Env):
         self.action_space = spaces.Discrete(n_actions(config, action_mode))
         self.sim = FarmSimulator(config)
 
-        # A step is one compiled call (envs.kernels.vec_step, as a batch of one) on packed buffers: the
-        # simulator's, and the env's own settings, tables and running state (eib/efb). The mask,
-        # observation and info numbers are written into the arrays below.
+        # A step is one compiled call (envs.kernels.vec_step, as a batch of one) on packed
+        # buffers: the simulator's, and the env's own settings, tables and running state
+        # (eib/efb). The mask, observation and info numbers are written into the arrays below.
         self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
         eib, efb = pack_env(
             config, action_mode, invalid_action, objective, reward_eta, eta_tau, reward_scale,
