@@ -25,7 +25,8 @@ At each size:
 exact); likewise against the optimum. The decay is fitted per base farm on the points whose
 deviation is significantly positive (interval above 0): ``ln d = a - b N`` (exponential in the
 number of servers N, as the paper's deviation bound) against ``ln d = a - c ln N`` (power law);
-the JSON reports both fits with their R^2 on ln d.
+the JSON reports both fits with their R^2 on ln d (``fit``: from the size with the largest
+deviation on, since small farms can first rise; ``fit_all_significant``: every such point).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from experiments.common import (  # noqa: E402
     base_parser,
     durations_to_epochs,
     metadata,
+    parallel_map,
     resolve_workers,
     save_figure,
     write_outputs,
@@ -63,7 +65,7 @@ TARGETS = (10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000)
 PAPER_THRESHOLD_PCT = 3.0
 
 FULL = {"bases": BASES, "targets": TARGETS, "replications": 5, "min_epochs": 1_000_000,
-        "horizon_durations": 100.0, "warmup_durations": 50.0, "max_opt_states": 20_000}  # fmt: skip
+        "horizon_durations": 100.0, "warmup_durations": 50.0, "max_opt_states": 150_000}  # fmt: skip
 QUICK = {"bases": ("tiny", "small-3"), "targets": (10, 100), "replications": 3,
          "min_epochs": 20_000, "horizon_durations": 100.0, "warmup_durations": 50.0,
          "max_opt_states": 3_000}  # fmt: skip
@@ -109,7 +111,29 @@ def fit_decay(servers: Sequence[float], dev: Sequence[float]) -> dict[str, Any]:
     return out
 
 
-def _optimum(config: FarmConfig, limit: int) -> tuple[float | None, str | None]:
+def relaxation_details(config: FarmConfig) -> dict[str, Any]:
+    """What the relaxed optimum does that an admissible policy may not: the share of the
+    offered jobs it blocks and the groups it leaves (almost) idle (< 1% of servers busy)."""
+    try:
+        from baselines.bounds import relaxation_bound
+    except ImportError:
+        return {}
+    try:
+        r = relaxation_bound(config)
+    except (ValueError, RuntimeError):
+        return {}
+    lam = float(config.arrival_rates.mean(axis=0).sum())
+    busy = [1.0 - r.occupancy[k, 0] / g.count for k, g in enumerate(config.groups)]
+    return {
+        "bound_blocked_share": 1.0 - float(r.group_flows.sum()) / lam,
+        "bound_idle_groups": [g.name for g, b in zip(config.groups, busy, strict=True) if b < 0.01],
+        "bound_busy_fraction": busy,
+    }
+
+
+def optimum_task(task: tuple[FarmConfig, int]) -> tuple[float | None, str | None]:
+    """(exact optimum by policy iteration, None) or (None, why it was not computed)."""
+    config, limit = task
     n, _ = estimate_size(config)
     if n > limit:
         return None, f"aggregated chain has {n} states > --max-opt-states={limit}"
@@ -123,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--replications", type=int, default=None, help="5 (quick 3)")
     p.add_argument("--min-epochs", type=int, default=None,
                    help="minimum decision epochs per replication (1e6; quick 2e4)")  # fmt: skip
-    p.add_argument("--max-opt-states", type=int, default=None, help="exact optimum limit (20000)")
+    p.add_argument("--max-opt-states", type=int, default=None, help="exact optimum limit (150000)")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
@@ -148,12 +172,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     for base in st["bases"]:
         b = load_preset(base)
-        for f in scale_factors(b.n_servers, targets):
+        fs = scale_factors(b.n_servers, targets)
+        # extra small sizes where the exact optimum is still computable (PAS vs optimum trend)
+        fs += [f for f in range(2, 13) if f not in fs and f * b.n_servers <= max(targets)
+               and estimate_size(b.scaled(f))[0] <= st["max_opt_states"]]  # fmt: skip
+        for f in sorted(fs):
             c = b if f == 1 else b.scaled(f)
             horizon = durations_to_epochs(c, st["horizon_durations"], st["min_epochs"])
             warmup = durations_to_epochs(c, st["warmup_durations"], horizon // 10)
             plan = plan_evaluation(c, ["pas"], st["replications"], horizon, warmup, st["seed"])
             points.append({"base": base, "scale": f, "config": c, "plan": plan})
+    # exact optima first (policy iteration, tens of seconds for the largest chains)
+    opts = parallel_map(optimum_task, [(pt["config"], st["max_opt_states"]) for pt in points],
+                        st["workers"])  # fmt: skip
     units = [u for pt in points for u in pt["plan"].units]
     # longest units first (they dominate the wall time), results put back in plan order
     order = sorted(range(len(units)), key=lambda i: -(units[i].horizon + units[i].warmup))
@@ -165,11 +196,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     i = 0
-    for pt in points:
+    for pt, (opt, opt_why) in zip(points, opts, strict=True):
         c, plan = pt["config"], pt["plan"]
         res = results[i : i + len(plan.units)]
         i += len(plan.units)
-        opt, opt_why = _optimum(c, st["max_opt_states"])
         refs = reference_values(c, compute_optimum=False)
         refs["optimum"] = None if opt is None else {"efficiency": opt, "method": "pi"}
         rep = summarize_plan(plan, res, refs)
@@ -186,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "deviation_pct": shortfall_pct(eff, bound),
             "deviation_ci95": None if bound is None or ci is None else 100.0 * ci / bound,
             "optimum": opt, "optimum_reason": opt_why,
+            **relaxation_details(c),
             "gap_to_opt_pct": shortfall_pct(eff, opt),
             "gap_to_opt_ci95": None if opt is None or ci is None else 100.0 * ci / opt,
             "window_warnings": rep["warnings"],
@@ -237,7 +268,14 @@ def summarize(rows: Sequence[dict[str, Any]], bases: Sequence[str]) -> dict[str,
             below = [r["n_servers"] for r in have if r["deviation_pct"] < PAPER_THRESHOLD_PCT]
             s["smallest_size_below_3pct"] = min(below) if below else None
             sig = [r for r in have if r["deviation_pct"] - r["deviation_ci95"] > 0]
-            s["fit"] = fit_decay([r["n_servers"] for r in sig], [r["deviation_pct"] for r in sig])
+            # the decay is fitted from the largest deviation on (small farms can rise first)
+            peak = max(have, key=lambda r: r["deviation_pct"])["n_servers"]
+            tail = [r for r in sig if r["n_servers"] >= peak]
+            s["peak_n_servers"] = peak
+            s["fit"] = fit_decay([r["n_servers"] for r in tail], [r["deviation_pct"] for r in tail])
+            s["fit_all_significant"] = fit_decay(
+                [r["n_servers"] for r in sig], [r["deviation_pct"] for r in sig]
+            )
             s["not_significant_sizes"] = [r["n_servers"] for r in have if r not in sig]
         else:
             s["deviation_pct"] = None
@@ -280,7 +318,7 @@ def plot(rows: Sequence[dict[str, Any]], bases: Sequence[str], path: str | Path)
         og = [r for r in pts if r["gap_to_opt_pct"] is not None and r["gap_to_opt_pct"] > 0]
         if og:
             ax2.plot([r["n_servers"] for r in og], [r["gap_to_opt_pct"] for r in og], "x",
-                     color=color, ms=6, label=f"{base} vs optimum")  # fmt: skip
+                     color=color, ms=6, label="x: vs exact optimum" if i == 0 else None)  # fmt: skip
     ax1.set_xscale("log")
     ax1.set_xlabel("servers")
     ax1.set_ylabel("efficiency")
