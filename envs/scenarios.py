@@ -18,6 +18,7 @@ PRESETS: dict[str, str] = {
     "small-2": "4 servers, 3 groups, 1 job type (random farm); exact optimum known",
     "small-3": "2 servers, 2 groups, 3 job types (random farm); exact optimum known",
     "speed-scaling": "4 servers, one DVFS group with state-dependent rate/power",
+    "pas-gap": "small random farm (seed 3) where PAS is 2.7% below the exact optimum",
     "paper-100": "100 servers, 5 groups, 4 job types, rho ~= 0.6",
     "large-10k": "paper-100 scaled x100: 10,000 servers",
 }
