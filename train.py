@@ -705,6 +705,9 @@ def plot_learning_curves(
     lo, hi = min(ys), max(ys)
     pad = 0.25 * (hi - lo) + 1e-4 * hi
     ax.set_ylim(lo - pad, hi + pad)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
     ax.set_xlabel("timesteps (decisions)")
     ax.set_ylabel("efficiency (deterministic policy)")
     ax.set_title(title, fontsize=10)

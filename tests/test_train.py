@@ -227,3 +227,22 @@ def test_bad_arguments_are_named():
         train.check_args(train.Args(batch_size=10_000))
     with pytest.raises(ValueError, match="--net-arch"):
         train.check_args(train.Args(net_arch="64,x"))
+
+
+def test_expected_reward_has_the_env_rewards_long_run_mean():
+    """TrainingWrapper(reward="expected") changes the reward, not its long-run average per step
+    (Campbell-Mecke); checked under PAS with a fixed eta by batch means of the paired difference."""
+    from baselines.registry import make_policy
+
+    env = TrainingWrapper(ServerFarmEnv("tiny", reward_eta=0.3), reward="expected")
+    pas = make_policy("pas", load_scenario("tiny"))
+    obs, _ = env.reset(seed=11)
+    diff = np.empty(40_000)
+    for t in range(diff.size):
+        a, _ = pas.predict(obs, action_masks=env.action_masks())
+        obs, r, _, _, info = env.step(a)
+        diff[t] = r - info["env_reward"]
+    batches = diff.reshape(40, -1).mean(axis=1)  # 1,000 steps per batch >> the chain's memory
+    se = batches.std(ddof=1) / np.sqrt(len(batches))
+    assert abs(batches.mean()) < 4.5 * se
+    assert se < 0.01  # the test has power: 4.5 se is a small fraction of the reward's scale
