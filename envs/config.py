@@ -421,6 +421,28 @@ def _schedule(v: Any, where: str, *, positive: bool) -> tuple[float, ...]:
     return (_number(v, where, positive=positive),)
 
 
+def server_group_fields(
+    g: Mapping[str, Any], w: str
+) -> tuple[int, tuple[float, ...], tuple[float, ...], float, int]:
+    """Validate the server fields shared by farm groups and geo cluster groups.
+
+    Returns ``(count, service_rate, busy_power, idle_power, buffer)``; ``w`` names the group in
+    error messages.
+    """
+    buf = _integer(_require(g, "buffer", w), f"{w}.buffer", 1)
+    count = _integer(_require(g, "count", w), f"{w}.count", 1)
+    mu = _levels(_require(g, "service_rate", w), buf, f"{w}.service_rate", positive=True)
+    eps = _levels(_require(g, "busy_power", w), buf, f"{w}.busy_power", positive=True)
+    eps0 = _number(_require(g, "idle_power", w), f"{w}.idle_power", nonneg=True)
+    for n, e in enumerate(eps, start=1):
+        if e <= eps0:
+            raise ConfigError(
+                f"{w}.busy_power: must exceed idle_power ({eps0}) at every level, "
+                f"got {e} at level {n}"
+            )
+    return count, mu, eps, eps0, buf
+
+
 def _job_size(d: Any, where: str) -> JobSizeConfig:
     if isinstance(d, str):
         d = {"distribution": d}
@@ -472,17 +494,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         if gname in names:
             raise ConfigError(f"{w}.name: duplicate group name {gname!r}; names must be unique")
         names[gname] = i
-        buf = _integer(_require(g, "buffer", w), f"{w}.buffer", 1)
-        count = _integer(_require(g, "count", w), f"{w}.count", 1)
-        mu = _levels(_require(g, "service_rate", w), buf, f"{w}.service_rate", positive=True)
-        eps = _levels(_require(g, "busy_power", w), buf, f"{w}.busy_power", positive=True)
-        eps0 = _number(_require(g, "idle_power", w), f"{w}.idle_power", nonneg=True)
-        for n, e in enumerate(eps, start=1):
-            if e <= eps0:
-                raise ConfigError(
-                    f"{w}.busy_power: must exceed idle_power ({eps0}) at every level, "
-                    f"got {e} at level {n}"
-                )
+        count, mu, eps, eps0, buf = server_group_fields(g, w)
         price = _schedule(g.get("price", 1.0), f"{w}.price", positive=True)
         groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price))
 

@@ -55,10 +55,10 @@ from envs.config import (
     _check_keys,
     _integer,
     _job_size,
-    _levels,
     _number,
     _require,
     farm_from_dict,
+    server_group_fields,
 )
 
 __all__ = [
@@ -534,17 +534,7 @@ def _group(g: Any, i: int, where: str) -> ClusterGroupConfig:
     w = f"{where}.groups[{i}] ({name})"
     if "/" in name:
         raise ConfigError(f"{w}.name: must not contain '/' (farm groups are named cluster/group)")
-    buf = _integer(_require(g, "buffer", w), f"{w}.buffer", 1)
-    count = _integer(_require(g, "count", w), f"{w}.count", 1)
-    mu = _levels(_require(g, "service_rate", w), buf, f"{w}.service_rate", positive=True)
-    eps = _levels(_require(g, "busy_power", w), buf, f"{w}.busy_power", positive=True)
-    eps0 = _number(_require(g, "idle_power", w), f"{w}.idle_power", nonneg=True)
-    for n, e in enumerate(eps, start=1):
-        if e <= eps0:
-            raise ConfigError(
-                f"{w}.busy_power: must exceed idle_power ({eps0}) at every level, "
-                f"got {e} at level {n}"
-            )
+    count, mu, eps, eps0, buf = server_group_fields(g, w)
     return ClusterGroupConfig(name, count, mu, eps, eps0, buf)
 
 
