@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from evaluation.cli import add_run_options
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
 
 
@@ -33,18 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--replications", type=int, default=10, help="independent replications (default 10)"
     )
     p.add_argument(
-        "--horizon",
-        type=int,
-        default=100_000,
-        help="decision epochs measured per replication (default 100000)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=int,
-        default=None,
-        help="decision epochs discarded before measuring (default: 10%% of the horizon)",
-    )
-    p.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -57,46 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate the farm scaled by this integer factor (R_k and lambda_j)",
     )
     p.add_argument(
-        "--action-mode",
-        choices=("server", "group"),
-        default="server",
-        help="encoding for policies rolled out through the env",
-    )
-    p.add_argument(
         "--no-builtin",
         action="store_true",
         help="roll every policy out through the env (cross-check; slow)",
     )
-    p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
-    p.add_argument(
-        "--optimum-max-variables",
-        type=int,
-        default=None,
-        metavar="N",
-        help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="local worker processes (default min(cpu_count, runs); 1 = in-process)",
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run on Ray: a cluster address, or none for a local instance",
-    )
-    p.add_argument(
-        "--json", dest="json_path", metavar="PATH", help="write the JSON report (atomically)"
-    )
-    p.add_argument("--csv", dest="csv_path", metavar="PATH", help="write one CSV row per policy")
     p.add_argument(
         "--plot", dest="plot_path", metavar="PATH", help="write a bar plot (PNG/PDF/SVG)"
     )
-    p.add_argument("--quiet", action="store_true", help="no table, no progress bar")
+    add_run_options(p)
     return p
 
 

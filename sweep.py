@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from evaluation.cli import add_run_options
 from evaluation.harness import sweep_and_write
 
 
@@ -50,46 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--replications", type=int, default=5, help="replications per evaluation (default 5)"
     )
     p.add_argument(
-        "--horizon",
-        type=int,
-        default=100_000,
-        help="decision epochs measured per replication (default 100000)",
-    )
-    p.add_argument(
-        "--warmup", type=int, default=None, help="warm-up epochs (default 10%% of the horizon)"
-    )
-    p.add_argument(
         "--scale-horizon",
         action="store_true",
         help="multiply horizon and warm-up by the scale factor (same model time for every size)",
     )
-    p.add_argument("--action-mode", choices=("server", "group"), default="server")
-    p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
-    p.add_argument(
-        "--optimum-max-variables",
-        type=int,
-        default=None,
-        metavar="N",
-        help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="local worker processes (default min(cpu_count, runs))",
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="run on Ray (cluster address, or local)",
-    )
-    p.add_argument("--json", dest="json_path", metavar="PATH")
-    p.add_argument("--csv", dest="csv_path", metavar="PATH")
     p.add_argument("--plot", dest="plot_path", metavar="PATH", help="efficiency against farm size")
-    p.add_argument("--quiet", action="store_true")
+    add_run_options(p)
     return p
 
 

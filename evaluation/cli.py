@@ -1,0 +1,54 @@
+"""Command-line options shared by ``evaluate.py`` and ``sweep.py`` (one definition, same meaning)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Measurement window, exact-solver, execution and output options of an evaluation run."""
+    p.add_argument(
+        "--horizon",
+        type=int,
+        default=100_000,
+        help="decision epochs measured per replication (default 100000)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="decision epochs discarded before measuring (default: 10%% of the horizon)",
+    )
+    p.add_argument(
+        "--action-mode",
+        choices=("server", "group"),
+        default="server",
+        help="encoding for policies rolled out through the env",
+    )
+    p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
+    p.add_argument(
+        "--optimum-max-variables",
+        type=int,
+        default=None,
+        metavar="N",
+        help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local worker processes (default min(cpu_count, runs); 1 = in-process)",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run on Ray: a cluster address, or none for a local instance",
+    )
+    p.add_argument(
+        "--json", dest="json_path", metavar="PATH", help="write the JSON report (atomically)"
+    )
+    p.add_argument("--csv", dest="csv_path", metavar="PATH", help="write the CSV rows")
+    p.add_argument("--quiet", action="store_true", help="no table, no progress bar")
