@@ -351,11 +351,9 @@ class ServerFarmEnv(gym.Env):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         self._act[0] = int(action)
-        kn.vec_step(
+        if kn.vec_step(
             self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim._tag
-        )
-        if self._codes[0]:
-            self._codes[0] = 0
+        ):
             raise ValueError(
                 f"action {action} is masked out for job type {self._job} (a full or "
                 "unavailable server); choose an action where action_masks() is True"

@@ -193,3 +193,56 @@ def test_maskable_ppo_trains_on_the_adapter() -> None:
     assert model.num_timesteps >= 256
     acts, _ = model.predict(venv.reset(), action_masks=np.stack(venv.env_method("action_masks")))
     assert np.stack(venv.env_method("action_masks"))[np.arange(4), acts].all()
+
+
+def test_parallel_kernel_runs_threads_from_the_disk_cache() -> None:
+    """Regression: ``vec_step_parallel`` once shared the serial kernel's cache entry (numba keys
+    its cache by function name and line, not by ``parallel=True``), so from a warm cache it ran
+    serially. Two fresh processes: the second loads both kernels from the cache."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numba, numpy as np\n"
+        "from envs.vector import ServerFarmVectorEnv\n"
+        "for par in (False, True):\n"
+        "    v = ServerFarmVectorEnv(4, 'tiny', parallel=par)\n"
+        "    v.reset(seed=0)\n"
+        "    v.step(v.action_masks().argmax(axis=1))\n"
+        "print(numba.threading_layer())\n"  # raises unless a parallel region has run
+    )
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("scenario", ["paper-100", "tiny"])
+def test_incremental_rates_stay_exact_and_are_resummed(scenario: str) -> None:
+    """Steps keep the rates W, P, C incrementally (no O(S) work per step); they stay equal to a
+    re-sum over all servers up to rounding (and are re-summed every ``max(RESUM_STEPS, S)``
+    steps, across which this runs)."""
+    from envs import kernels as kn
+
+    env = gym.make("ServerFarm-v0", scenario=scenario, max_episode_steps=None).unwrapped
+    env.reset(seed=0)
+    sim = env.sim
+    fs = sim._fs
+
+    def resummed() -> np.ndarray:
+        occ, sg = sim.occ, env.config.server_group
+        mu, pw = sim._mu, sim._pw
+        price = sim._prices[int(sim._isc[kn.INTERVAL])]
+        w = p = c = 0.0
+        for s in range(len(occ)):  # the order recompute_rates sums in
+            k, n = sg[s], occ[s]
+            w += mu[k, n]
+            p += pw[k, n]
+            c += price[k] * pw[k, n]
+        return np.array([w, p, c])
+
+    for steps in range(1, kn.RESUM_STEPS + 2):
+        env.step(env.action_masks().argmax())
+        if steps in (1, 1000, kn.RESUM_STEPS, kn.RESUM_STEPS + 1):
+            np.testing.assert_allclose(
+                fs[[kn.WRATE, kn.PRATE, kn.CRATE]], resummed(), rtol=1e-12, atol=1e-12
+            )
