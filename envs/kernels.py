@@ -4,12 +4,13 @@ The Python layer (``envs.simulator``) owns configuration, state arrays and metri
 only do events. Layout of the state (all plain numpy arrays, no per-event allocation):
 
 * ``occ[s]``: jobs on server s.
-* Per (group k, level b) an *indexed binary min-heap* of the servers of group k that hold b jobs,
-  keyed by server index, stored in ``hdata[hbase[k, b] : hbase[k, b] + hsize[k, b]]`` with
-  ``hpos[s]`` the position of s inside its heap. ``hsize[k, b]`` is the histogram m_{k,b}.
-  The heap top is the smallest-index server at that level, which is what every built-in dispatcher
-  breaks ties by; a uniformly random server at a level is ``hdata[base + randint(size)]``. Moving a
-  server between levels costs O(log R_k), independent of the rest of the farm.
+* Per (group k, level b) the *level set* of the servers of group k that hold b jobs: an unordered
+  array ``hdata[hbase[k, b] : hbase[k, b] + hsize[k, b]]`` with ``hpos[s]`` the position of s in
+  it (a uniformly random server at a level is ``hdata[base + randint(size)]``), and a 64-ary
+  bitset tree in ``sets`` that gives the smallest-index server at that level, which is what
+  every built-in dispatcher breaks ties by (see "level sets" below; one more tree per group holds
+  its non-full servers). ``hsize[k, b]`` is the histogram m_{k,b}. Moving a server between levels
+  costs O(1) plus O(log64 R_k) in the worst case, independent of the rest of the farm.
 * ``fs`` (float64[8]): time, integrated work, energy, energy cost, current total service rate W,
   power P, cost rate C, and the time of the next arrival (general-size kernel only).
 * ``isc`` (int64[6]): interval index, departures, decision epochs, pending job type (-1 if none),
@@ -23,7 +24,7 @@ happens at real time ``tlast + (mark - vwork) * n / mu(n)``. A global indexed mi
 servers keyed by that time gives the next departure in O(log S).
 
 Speed (see BENCHMARKS.md): ``FarmSimulator`` keeps every array inside two packed buffers (the
-heap arrays as int32 views, half the cache footprint) and calls the ``packed_*`` entry points,
+level-set arrays as int32 views, half the cache footprint) and calls the ``packed_*`` entry points,
 which pass the Generator as raw pointers (:func:`generator_from_pointers`) and hand borrowed,
 reference-count-free views to the loops (:func:`borrow`). The env step (assign, simulate to the
 next epoch, reward, mask, observation, info numbers) is one compiled call, ``vec_step``, for a
@@ -39,6 +40,7 @@ import math
 import numpy as np
 from numba import njit, prange, types
 from numba.core import cgutils
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, overload
 
 # indices into fs / isc
@@ -54,70 +56,171 @@ _JIT = {"cache": True, "nogil": True}
 
 
 # ---------------------------------------------------------------------------------------------
-# indexed min-heaps of server ids (one per (group, level))
+# level sets: the servers of group k holding b jobs (and the non-full ones), with their minimum
 # ---------------------------------------------------------------------------------------------
-@njit(inline="always", **_JIT)
-def _sift_up(hdata, hpos, base, i):
-    x = hdata[base + i]
-    while i > 0:
-        p = (i - 1) >> 1
-        y = hdata[base + p]
-        if y <= x:
-            break
-        hdata[base + i] = y
-        hpos[y] = i
-        i = p
-    hdata[base + i] = x
-    hpos[x] = i
+# Each (group, level) set is kept twice, because the two questions asked of it need different
+# structures:
+# * "a uniformly random member" (departures, the random dispatcher): an unordered array
+#   ``hdata[hbase[k, b] : hbase[k, b] + hsize[k, b]]`` with ``hpos[s]`` the position of s in it;
+#   a move is a swap-remove and an append, O(1).
+# * "the smallest server index" (every dispatcher's tie-break, the env's group actions): a 64-ary
+#   bitset tree over the group's servers. Setting or clearing a bit touches one word per tree
+#   level only while a word turns (non-)empty; the minimum is one word per tree level
+#   (``ceil(log64 R_k)`` levels: 1 for groups of <= 64 servers, 3 up to 262,144).
+# One more tree per group, column ``NF = ltop.shape[1] - 1``, holds the non-full servers
+# (levels < B_k), with its minimum cached in ``ltop[k, NF]`` (NO_SERVER when empty; re-found
+# only when the server leaving is the minimum): that is the PAS choice within the group, so a
+# priority table that is constant over levels needs one read per group. (Caching the minimum of
+# every level too cost more per event than finding it when a general table asks.)
+# This replaced indexed binary min-heaps (same minima, O(log R_k) sifts per move): ~1.6x fewer
+# nanoseconds per event on paper-100 (BENCHMARKS.md). The uniform member drawn for a departure
+# now depends on the array order rather than the heap order, so trajectories (not their
+# distribution) differ from the heap version's.
+#
+# ``sets`` (int64, inside ``ib``) = header (S_* slots: dimensions and offsets) | ltop[K, B1+1]
+# (only the last column is used) |
+# tbase[K, B1+1] (offset of each tree in ``sets``; NF last) | nlev[K] (tree levels) |
+# lvoff[K, LMAX] (offset of each tree level within a tree; level 0 = leaves) | goff[K] (first
+# server of the group) | buffers[K] | the tree words.
+NO_SERVER = 1 << 62  # "empty" minimum: above every server index
+SET_LMAX = 4  # tree levels: groups of up to 64**4 = 16,777,216 servers
+(S_K, S_C, S_LM, S_LTOP, S_TBASE, S_NLEV, S_LVOFF, S_GOFF, S_BUF, S_WORDS, S_HEADER) = range(11)
 
 
 @njit(inline="always", **_JIT)
-def _sift_down(hdata, hpos, base, size, i):
-    x = hdata[base + i]
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        y = hdata[base + c]
-        if c + 1 < size and hdata[base + c + 1] < y:
-            c += 1
-            y = hdata[base + c]
-        if x <= y:
-            break
-        hdata[base + i] = y
-        hpos[y] = i
-        i = c
-    hdata[base + i] = x
-    hpos[x] = i
+def set_views(sets):
+    """(ltop, tbase, nlev, lvoff, goff, buffers) views of a ``sets`` array (borrowed)."""
+    sets = borrow(sets)
+    K = sets[S_K]
+    C = sets[S_C]
+    LM = sets[S_LM]
+    return (
+        as2d(sets[sets[S_LTOP] : sets[S_LTOP] + K * C], K, C),
+        as2d(sets[sets[S_TBASE] : sets[S_TBASE] + K * C], K, C),
+        sets[sets[S_NLEV] : sets[S_NLEV] + K],
+        as2d(sets[sets[S_LVOFF] : sets[S_LVOFF] + K * LM], K, LM),
+        sets[sets[S_GOFF] : sets[S_GOFF] + K],
+        sets[sets[S_BUF] : sets[S_BUF] + K],
+    )
 
 
 @njit(inline="always", **_JIT)
-def _heap_remove(hdata, hpos, base, size, s):
-    """Remove server s from the heap at ``base`` of size ``size`` (returns nothing; size-1 after)."""
+def _tree_set(sets, base, lo, nlev, i):
+    """Add local index i to the tree at ``base`` (level offsets ``lo``)."""
+    for lv in range(nlev):
+        w = base + lo[lv] + (i >> 6)
+        old = sets[w]
+        sets[w] = old | (1 << (i & 63))
+        if old != 0:  # the word was non-empty: the levels above already know
+            return
+        i >>= 6
+
+
+@njit(inline="always", **_JIT)
+def _tree_clear(sets, base, lo, nlev, i):
+    """Remove local index i from the tree at ``base``."""
+    for lv in range(nlev):
+        w = base + lo[lv] + (i >> 6)
+        new = sets[w] & ~(1 << (i & 63))
+        sets[w] = new
+        if new != 0:  # the word still has members: the levels above stay set
+            return
+        i >>= 6
+
+
+@njit(inline="always", **_JIT)
+def _tree_first(sets, base, lo, nlev):
+    """Smallest local index in the tree at ``base``, or -1 if it is empty."""
+    i = 0
+    for lv in range(nlev - 1, -1, -1):
+        w = sets[base + lo[lv] + i]
+        if w == 0:  # only the root can be empty
+            return -1
+        i = (i << 6) | trailing_zeros(w)
+    return i
+
+
+@njit(inline="always", **_JIT)
+def level_min(sets, tbase, lvoff, nlev, goff, k, b):
+    """Smallest server of group k at level b (column b of the trees), NO_SERVER if none."""
+    f = _tree_first(sets, tbase[k, b], lvoff[k], nlev[k])
+    return goff[k] + f if f >= 0 else NO_SERVER
+
+
+@njit(**_JIT)
+def packed_level_min(ib, k, b):
+    """:func:`level_min` of a packed simulator (Python side)."""
+    sets = borrow(ib)[ib[O_SETS] : ib[O_SETS] + ib[H_NSET]]
+    _, tbase, nlev, lvoff, goff, _ = set_views(sets)
+    return level_min(sets, tbase, lvoff, nlev, goff, k, b)
+
+
+@njit(inline="always", **_JIT)
+def _set_remove(sets, ltop, tbase, lo, nlev, g, k, c, s):
+    """Remove server s (first server of its group ``g``) from the tree of column c of group k."""
+    base = tbase[k, c]
+    if nlev == 1:
+        w = sets[base] & ~(1 << (s - g))
+        sets[base] = w
+        if ltop[k, c] == s:
+            ltop[k, c] = g + trailing_zeros(w) if w != 0 else NO_SERVER
+        return
+    _tree_clear(sets, base, lo, nlev, s - g)
+    if ltop[k, c] == s:
+        f = _tree_first(sets, base, lo, nlev)
+        ltop[k, c] = g + f if f >= 0 else NO_SERVER
+
+
+@njit(inline="always", **_JIT)
+def _set_add(sets, ltop, tbase, lo, nlev, g, k, c, s):
+    if nlev == 1:
+        sets[tbase[k, c]] |= 1 << (s - g)
+    else:
+        _tree_set(sets, tbase[k, c], lo, nlev, s - g)
+    if s < ltop[k, c]:
+        ltop[k, c] = s
+
+
+@njit(inline="always", **_JIT)
+def move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, ltop, tbase, nlev, lvoff,
+                        goff, sbuf):  # fmt: skip
+    """Move server s of group k from level b's sets to level nb's (b != nb), and into or out of
+    the non-full set when it leaves or reaches its buffer."""
     i = hpos[s]
-    last = size - 1
-    if i != last:
-        x = hdata[base + last]
-        hdata[base + i] = x
-        hpos[x] = i
-        _sift_down(hdata, hpos, base, last, i)
-        _sift_up(hdata, hpos, base, hpos[x])
+    base = hbase[k, b]
+    last = hsize[k, b] - 1
+    x = hdata[base + last]
+    hdata[base + i] = x
+    hpos[x] = i
+    hsize[k, b] = last
+    n = hsize[k, nb]
+    hdata[hbase[k, nb] + n] = s
+    hpos[s] = n
+    hsize[k, nb] = n + 1
+    lo = lvoff[k]
+    nl = nlev[k]
+    g = goff[k]
+    li = s - g
+    if nl == 1:  # a group of <= 64 servers: one word per tree
+        bit = 1 << li
+        sets[tbase[k, b]] &= ~bit
+        sets[tbase[k, nb]] |= bit
+    else:
+        _tree_clear(sets, tbase[k, b], lo, nl, li)
+        _tree_set(sets, tbase[k, nb], lo, nl, li)
+    bk = sbuf[k]
+    if nb == bk:  # now full
+        _set_remove(sets, ltop, tbase, lo, nl, g, k, ltop.shape[1] - 1, s)
+    elif b == bk:  # no longer full
+        _set_add(sets, ltop, tbase, lo, nl, g, k, ltop.shape[1] - 1, s)
 
 
 @njit(inline="always", **_JIT)
-def _heap_push(hdata, hpos, base, size, s):
-    hdata[base + size] = s
-    hpos[s] = size
-    _sift_up(hdata, hpos, base, size)
-
-
-@njit(inline="always", **_JIT)
-def move_server(s, k, b, nb, occ, hdata, hpos, hbase, hsize, mu, pw, price, fs):
-    """Move server s of group k from level b to level nb, keeping heaps and rates exact."""
-    _heap_remove(hdata, hpos, hbase[k, b], hsize[k, b], s)
-    hsize[k, b] -= 1
-    _heap_push(hdata, hpos, hbase[k, nb], hsize[k, nb], s)
-    hsize[k, nb] += 1
+def move_server(s, k, b, nb, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price, fs):
+    """Move server s of group k from level b to level nb, keeping the sets and rates exact."""
+    ltop, tbase, nlev, lvoff, goff, sbuf = set_views(sets)
+    move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, ltop, tbase, nlev, lvoff,
+                        goff, sbuf)  # fmt: skip
     occ[s] = nb
     dp = pw[k, nb] - pw[k, b]
     fs[WRATE] += mu[k, nb] - mu[k, b]
@@ -175,32 +278,55 @@ def has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
     return False
 
 
+@njit(**_JIT)
+def level_constant(table, buffers):
+    """True when ``table[k, b]`` is the same for every level b < B_k of every group (PAS and any
+    other group-priority table): the priority pick then needs only the non-full sets."""
+    for k in range(buffers.shape[0]):
+        for b in range(1, buffers[k]):
+            if table[k, b] != table[k, 0]:
+                return False
+    return True
+
+
 @njit(inline="always", **_JIT)
-def pick_priority_kb(j, table, jg_ptr, jg_idx, buffers, hdata, hbase, hsize):
-    """As :func:`pick_priority`, returning ``(server, group, level)`` (the caller then needs no
-    lookup of the server's group and occupancy: random reads in a large farm)."""
+def pick_priority_kb(j, table, levelconst, jg_ptr, jg_idx, buffers, hsize, sets, sv, occ):
+    """``(server, group, level)`` maximising ``table[k, level]`` among j's non-full available
+    servers, ties to the smallest index; (-1, -1, -1) when they are all full (``sv``: the
+    :func:`set_views` of ``sets``, made once by the caller, outside its event loop). With
+    ``levelconst`` (see :func:`level_constant`) each group's candidate is its smallest non-full
+    server (one read per group); otherwise the smallest server of each (group, level)."""
     best = -np.inf
     best_s = -1
     best_k = -1
     best_b = -1
+    ltop, tbase, nlev, lvoff, goff, _ = sv
+    if levelconst:
+        nf = ltop.shape[1] - 1
+        for q in range(jg_ptr[j], jg_ptr[j + 1]):
+            k = jg_idx[q]
+            s = ltop[k, nf]
+            if s != NO_SERVER:
+                v = table[k, 0]
+                if best_s < 0 or v > best or (v == best and s < best_s):
+                    best = v
+                    best_s = s
+                    best_k = k
+        if best_s >= 0:
+            best_b = occ[best_s]
+        return best_s, best_k, best_b
     for q in range(jg_ptr[j], jg_ptr[j + 1]):
         k = jg_idx[q]
         for b in range(buffers[k]):
             if hsize[k, b] > 0:
                 v = table[k, b]
-                s = hdata[hbase[k, b]]
+                s = level_min(sets, tbase, lvoff, nlev, goff, k, b)
                 if best_s < 0 or v > best or (v == best and s < best_s):
                     best = v
                     best_s = s
                     best_k = k
                     best_b = b
     return best_s, best_k, best_b
-
-
-@njit(inline="always", **_JIT)
-def pick_priority(j, table, jg_ptr, jg_idx, buffers, hdata, hbase, hsize):
-    """Server maximising table[k, level] among j's non-full available servers; ties smallest index."""
-    return pick_priority_kb(j, table, jg_ptr, jg_idx, buffers, hdata, hbase, hsize)[0]
 
 
 @njit(inline="always", **_JIT)
@@ -221,12 +347,6 @@ def pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_c
                 return hdata[hbase[k, b] + u], k, b
             u -= m
     return -1, -1, -1
-
-
-@njit(inline="always", **_JIT)
-def pick_random(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count):
-    """Uniformly random non-full server available to j (there must be one)."""
-    return pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count)[0]
 
 
 @njit(inline="always", **_JIT)
@@ -264,48 +384,31 @@ def sample_size(code, p1, p2, rng):
 
 
 @njit(inline="always", **_JIT)
-def _choose(policy, j, table, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count):
+def _choose(policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
+            group_count, sets, sv, occ):  # fmt: skip
     """(server, group, level) chosen by the built-in ``policy`` for a type-j job."""
     if policy == POLICY_PRIORITY:
-        return pick_priority_kb(j, table, jg_ptr, jg_idx, buffers, hdata, hbase, hsize)
+        return pick_priority_kb(j, table, levelconst, jg_ptr, jg_idx, buffers, hsize, sets, sv, occ)
     return pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count)
 
 
 # ---------------------------------------------------------------------------------------------
 # exponential job sizes: departures of a server at level n occur at rate mu(n) (PS, memoryless)
 # ---------------------------------------------------------------------------------------------
-@njit(**_JIT)
-def run_exponential(
-    # static
-    server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    # state
-    occ, hdata, hpos, hbase, hsize, fs, isc, cnt,
-    # control
-    rng, policy, table, n_epochs,
-):  # fmt: skip
-    """Simulate until ``n_epochs`` decision epochs have been dispatched by the built-in ``policy``.
-
-    With ``policy == POLICY_EXTERNAL`` it stops *at* the next decision epoch (time advanced to the
-    arrival, integrals up to it) and leaves the job type in ``isc[PENDING]``. Returns the number of
-    epochs dispatched. The rates W, P, C are re-summed over all servers first (removes drift).
-    """
-    recompute_rates(occ, server_group, mu, pw, prices[isc[INTERVAL]], fs)
-    return loop_exponential(
-        server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices,
-        interval_length, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, rng, policy, table, n_epochs,
-    )  # fmt: skip
-
-
 # inlined (numba IR) into each caller: the env step runs it for one epoch at a time, and a call
 # with ~20 array arguments cost ~100 ns per step (a sixth of a vector-env step); inlined, the
 # step's constant policy and epoch count also prune the dispatcher code it does not use.
 @njit(inline="always", **_JIT)
 def loop_exponential(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    occ, hdata, hpos, hbase, hsize, fs, isc, cnt, rng, policy, table, n_epochs,
+    occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, rng, policy, table, n_epochs,
 ):  # fmt: skip
-    """The event loop of :func:`run_exponential` with the current rates in ``fs`` (no re-sum: the
-    caller keeps W, P, C exact, so a step of the size-independent env costs no O(S) work).
+    """Simulate (exponential job sizes: a server at level n finishes a job at rate mu(n), PS and
+    memoryless) until ``n_epochs`` decision epochs have been dispatched by the built-in
+    ``policy``; returns the number dispatched. With ``policy == POLICY_EXTERNAL`` it stops *at*
+    the next decision epoch (time advanced to the arrival, integrals up to it) and leaves the
+    job type in ``isc[PENDING]``. Continues from the rates W, P, C in ``fs`` (the caller re-sums
+    them when it wants, see :func:`recompute_rates`), so a step costs no O(S) work.
 
     The clock, integrals and rates live in local variables during the loop (registers, not
     memory: ~15% faster) and are written back to ``fs`` on return; the arithmetic is the same
@@ -315,7 +418,12 @@ def loop_exponential(
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
     crates, prices, occ, hdata = borrow(crates), borrow(prices), borrow(occ), borrow(hdata)
     hpos, hbase, hsize, fs = borrow(hpos), borrow(hbase), borrow(hsize), borrow(fs)
-    isc, cnt, table = borrow(isc), borrow(cnt), borrow(table)
+    isc, cnt, table, sets = borrow(isc), borrow(cnt), borrow(table), borrow(sets)
+    sv = set_views(sets)
+    ltop, tbase, nlev, lvoff, goff, sbuf = sv
+    # PAS and other level-constant tables: the pick reads one minimum per group, and "is there a
+    # non-full server" is the same reads (no separate vacancy check)
+    fastpick = policy == POLICY_PRIORITY and level_constant(table, buffers)
     K = buffers.shape[0]
     NI = crates.shape[0]
     JL = crates.shape[1] - 1
@@ -352,16 +460,26 @@ def loop_exponential(
         if u < lam:
             j = _pick_type(crates[iv], rng)
             cnt[0, j] += 1
-            if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
-                cnt[2, j] += 1
-                continue
-            isc[EPOCHS] += 1
-            if policy == POLICY_EXTERNAL:
-                isc[PENDING] = j
-                break
-            s, k, b = _choose(
-                policy, j, table, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count
-            )
+            if fastpick:
+                s, k, b = pick_priority_kb(
+                    j, table, True, jg_ptr, jg_idx, buffers, hsize, sets, sv, occ
+                )
+                if s < 0:
+                    cnt[2, j] += 1
+                    continue
+                isc[EPOCHS] += 1
+            else:
+                if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
+                    cnt[2, j] += 1
+                    continue
+                isc[EPOCHS] += 1
+                if policy == POLICY_EXTERNAL:
+                    isc[PENDING] = j
+                    break
+                s, k, b = _choose(
+                    policy, j, table, False, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
+                    group_count, sets, sv, occ,
+                )  # fmt: skip
             nb = b + 1
             cnt[1, j] += 1
             done += 1
@@ -390,10 +508,8 @@ def loop_exponential(
             nb = b - 1
             isc[DEPARTURES] += 1
         # move server s of group k from level b to nb (as move_server, rates kept locally)
-        _heap_remove(hdata, hpos, hbase[k, b], hsize[k, b], s)
-        hsize[k, b] -= 1
-        _heap_push(hdata, hpos, hbase[k, nb], hsize[k, nb], s)
-        hsize[k, nb] += 1
+        move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, ltop, tbase, nlev,
+                            lvoff, goff, sbuf)  # fmt: skip
         occ[s] = nb
         dp = pw[k, nb] - pw[k, b]
         W += mu[k, nb] - mu[k, b]
@@ -408,12 +524,12 @@ def loop_exponential(
 
 @njit(**_JIT)
 def assign_exponential(
-    s, j, server_group, mu, pw, prices, occ, hdata, hpos, hbase, hsize, fs, isc, cnt
+    s, j, server_group, mu, pw, prices, occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt
 ):
     """Execute the pending decision: put the pending type-j job on server s (must be non-full)."""
     k = server_group[s]
     price = prices[isc[INTERVAL]]
-    move_server(s, k, occ[s], occ[s] + 1, occ, hdata, hpos, hbase, hsize, mu, pw, price, fs)
+    move_server(s, k, occ[s], occ[s] + 1, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price, fs)
     cnt[1, j] += 1
     isc[PENDING] = -1
 
@@ -515,42 +631,23 @@ def _reschedule(s, k, t, occ, mu, vwork, jobs, dheap, dpos, dkey, isc):
 
 @njit(**_JIT)
 def _general_accept(s, j, t, server_group, mu, pw, price, dist, dparams, occ, hdata, hpos, hbase,
-                    hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
+                    hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
     k = server_group[s]
     _refresh_server(s, k, t, occ, mu, vwork, tlast, jobs, dheap, dpos, dkey, isc)
     n = occ[s]
     jobs[s, n] = vwork[s] + sample_size(dist[j], dparams[j, 0], dparams[j, 1], rng)
-    move_server(s, k, n, n + 1, occ, hdata, hpos, hbase, hsize, mu, pw, price, fs)
+    move_server(s, k, n, n + 1, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price, fs)
     _reschedule(s, k, t, occ, mu, vwork, jobs, dheap, dpos, dkey, isc)
     cnt[1, j] += 1
 
 
 @njit(**_JIT)
-def run_general(
-    # static
-    server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    dist, dparams,
-    # state
-    occ, hdata, hpos, hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey,
-    # control
-    rng, policy, table, n_epochs,
-):  # fmt: skip
-    """As :func:`run_exponential`, for any job-size distribution (exact PS)."""
-    recompute_rates(occ, server_group, mu, pw, prices[isc[INTERVAL]], fs)
-    return loop_general(
-        server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices,
-        interval_length, dist, dparams, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, vwork, tlast,
-        jobs, dheap, dpos, dkey, rng, policy, table, n_epochs,
-    )  # fmt: skip
-
-
-@njit(**_JIT)
 def loop_general(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    dist, dparams, occ, hdata, hpos, hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos,
-    dkey, rng, policy, table, n_epochs,
+    dist, dparams, occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap,
+    dpos, dkey, rng, policy, table, n_epochs,
 ):  # fmt: skip
-    """The event loop of :func:`run_general` with the current rates in ``fs`` (no re-sum)."""
+    """As :func:`loop_exponential`, for any job-size distribution (exact PS)."""
     # borrowed arrays: the views and inlined helpers below then do no reference counting
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
@@ -558,7 +655,9 @@ def loop_general(
     occ, hdata, hpos, hbase = borrow(occ), borrow(hdata), borrow(hpos), borrow(hbase)
     hsize, fs, isc, cnt = borrow(hsize), borrow(fs), borrow(isc), borrow(cnt)
     vwork, tlast, jobs, dheap = borrow(vwork), borrow(tlast), borrow(jobs), borrow(dheap)
-    dpos, dkey, table = borrow(dpos), borrow(dkey), borrow(table)
+    dpos, dkey, table, sets = borrow(dpos), borrow(dkey), borrow(table), borrow(sets)
+    sv = set_views(sets)
+    levelconst = policy == POLICY_PRIORITY and level_constant(table, buffers)
     NI = crates.shape[0]
     iv = isc[INTERVAL]
     price = prices[iv]
@@ -593,7 +692,7 @@ def loop_general(
                 if jobs[s, i] < jobs[s, imin]:
                     imin = i
             jobs[s, imin] = jobs[s, n - 1]
-            move_server(s, k, n, n - 1, occ, hdata, hpos, hbase, hsize, mu, pw, price, fs)
+            move_server(s, k, n, n - 1, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price, fs)
             _reschedule(s, k, t_dep, occ, mu, vwork, jobs, dheap, dpos, dkey, isc)
             isc[DEPARTURES] += 1
             continue
@@ -609,10 +708,12 @@ def loop_general(
             isc[PENDING] = j
             return done
         s = _choose(
-            policy, j, table, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count
-        )[0]
+            policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
+            group_count, sets, sv, occ,
+        )[0]  # fmt: skip
         _general_accept(s, j, t_arr, server_group, mu, pw, price, dist, dparams, occ, hdata, hpos,
-                        hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng)  # fmt: skip
+                        hbase, hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey,
+                        rng)  # fmt: skip
         done += 1
         if done >= n_epochs:
             return done
@@ -620,10 +721,10 @@ def loop_general(
 
 @njit(**_JIT)
 def assign_general(s, j, server_group, mu, pw, prices, dist, dparams, occ, hdata, hpos, hbase,
-                   hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
+                   hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
     price = prices[isc[INTERVAL]]
     _general_accept(s, j, fs[T], server_group, mu, pw, price, dist, dparams, occ, hdata, hpos,
-                    hbase, hsize, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng)  # fmt: skip
+                    hbase, hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng)  # fmt: skip
     isc[PENDING] = -1
 
 
@@ -638,12 +739,12 @@ def assign_general(s, j, server_group, mu, pw, prices, dist, dparams, occ, hdata
 # a header: dimensions, the lengths of ib and fb (an env appends its own fields to both, see
 # envs.vector_kernels), then the offset of every field (float fields' offsets point into fb).
 (
-    H_S, H_K, H_J, H_B1, H_NI, H_GEN, H_NQ, H_ILEN, H_FLEN,
-    O_SG, O_GC, O_BUF, O_JGP, O_JGI, O_HBASE, O_DIST, O_OCC, O_HDATA, O_HPOS, O_HSIZE, O_ISC,
-    O_CNT, O_DHEAP, O_DPOS, O_RNG,
+    H_S, H_K, H_J, H_B1, H_NI, H_GEN, H_NQ, H_ILEN, H_FLEN, H_NSET,
+    O_SG, O_GC, O_BUF, O_JGP, O_JGI, O_HBASE, O_DIST, O_OCC, O_HDATA, O_HPOS, O_HSIZE, O_SETS,
+    O_ISC, O_CNT, O_DHEAP, O_DPOS, O_RNG,
     P_MU, P_PW, P_CR, P_PR, P_DPAR, P_IVL, P_FS, P_VWORK, P_TLAST, P_JOBS, P_DKEY,
     HEADER_SIZE,
-) = range(37)  # fmt: skip
+) = range(39)  # fmt: skip
 RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 
@@ -756,8 +857,8 @@ def rng_pointers(gen: np.random.Generator, out: np.ndarray) -> None:
 (
     U_SG, U_GC, U_BUF, U_JGP, U_JGI, U_HBASE, U_DIST, U_OCC, U_HDATA, U_HPOS, U_HSIZE, U_ISC,
     U_CNT, U_DHEAP, U_DPOS, U_MU, U_PW, U_CR, U_PR, U_DPAR, U_IVL, U_FS, U_VWORK, U_TLAST, U_JOBS,
-    U_DKEY,
-) = range(26)  # fmt: skip
+    U_DKEY, U_SETS,
+) = range(27)  # fmt: skip
 
 
 @njit(inline="always", **_JIT)
@@ -789,6 +890,7 @@ def unpack(ib, fb):
         as2d(fv(P_CR, NI * J), NI, J), as2d(fv(P_PR, NI * K), NI, K),
         as2d(fv(P_DPAR, 2 * J), J, 2), fb[ib[P_IVL]], fv(P_FS, 8), fv(P_VWORK, ns),
         fv(P_TLAST, ns), as2d(fv(P_JOBS, ns * (B1 - 1)), ns, B1 - 1), fv(P_DKEY, ns),
+        iv(O_SETS, ib[H_NSET]),
     )  # fmt: skip
 
 
@@ -825,7 +927,7 @@ def _ol_loop(tag, ib, u, rng, policy, table, n_epochs):
             return loop_exponential(
                 u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR],
                 u[U_PR], u[U_IVL], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE],
-                u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs,
+                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs,
             )  # fmt: skip
 
         return exponential
@@ -834,8 +936,8 @@ def _ol_loop(tag, ib, u, rng, policy, table, n_epochs):
         return loop_general(
             u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR], u[U_PR],
             u[U_IVL], u[U_DIST], u[U_DPAR], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE],
-            u[U_HSIZE], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST], u[U_JOBS],
-            u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs,
+            u[U_HSIZE], u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST],
+            u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs,
         )  # fmt: skip
 
     return general
@@ -853,7 +955,7 @@ def _ol_assign(tag, ib, u, s):
         def exponential(tag, ib, u, s):
             assign_exponential(
                 s, u[U_ISC][PENDING], u[U_SG], u[U_MU], u[U_PW], u[U_PR], u[U_OCC], u[U_HDATA],
-                u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_FS], u[U_ISC], u[U_CNT],
+                u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT],
             )  # fmt: skip
 
         return exponential
@@ -861,9 +963,9 @@ def _ol_assign(tag, ib, u, s):
     def general(tag, ib, u, s):
         assign_general(
             s, u[U_ISC][PENDING], u[U_SG], u[U_MU], u[U_PW], u[U_PR], u[U_DIST], u[U_DPAR],
-            u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_FS], u[U_ISC],
-            u[U_CNT], u[U_VWORK], u[U_TLAST], u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY],
-            packed_rng(ib),
+            u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_SETS], u[U_FS],
+            u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST], u[U_JOBS], u[U_DHEAP], u[U_DPOS],
+            u[U_DKEY], packed_rng(ib),
         )  # fmt: skip
 
     return general
@@ -912,17 +1014,23 @@ def packed_reset(ib, fb):
     """Empty farm at time 0 with zeroed counters (what ``FarmSimulator.reset`` does)."""
     u = unpack(ib, fb)
     gc, hbase, hdata, hpos, hsize = u[U_GC], u[U_HBASE], u[U_HDATA], u[U_HPOS], u[U_HSIZE]
+    sets = u[U_SETS]
+    ltop, tbase, nlev, lvoff, goff, _ = set_views(sets)
     u[U_OCC][:] = 0
     hsize[:] = 0
-    lo = 0
+    sets[sets[S_WORDS] :] = 0
+    ltop[:] = NO_SERVER
+    nf = ltop.shape[1] - 1
     for k in range(gc.shape[0]):
         base = hbase[k, 0]
-        # servers in increasing index order form a valid min-heap
-        for i in range(gc[k]):
-            hdata[base + i] = lo + i
-            hpos[lo + i] = i
+        g = goff[k]
+        for i in range(gc[k]):  # every server empty: at level 0 and not full
+            hdata[base + i] = g + i
+            hpos[g + i] = i
+            _tree_set(sets, tbase[k, 0], lvoff[k], nlev[k], i)
+            _tree_set(sets, tbase[k, nf], lvoff[k], nlev[k], i)
         hsize[k, 0] = gc[k]
-        lo += gc[k]
+        ltop[k, nf] = g
     fs, isc = u[U_FS], u[U_ISC]
     fs[:] = 0.0
     fs[NEXT_ARR] = -1.0
@@ -1109,14 +1217,15 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
 @njit(inline="always", **_JIT)
 def _fallback(u, eib, efb):
     """Where PAS would send the job (highest mu/(eps-eps0), ties to the smallest server), as an
-    action. The PAS pick over the (group, level) heaps is that server in O(K B): the smallest-
-    index non-full server of the most efficient available group, exactly what the original
+    action: the smallest-index non-full server of the most efficient available group (one read
+    of each available group's non-full minimum), exactly what the original
     ``np.argmax(np.where(mask, eff[group], -inf))`` over all S servers returns."""
     mu = u[U_MU]
     pas = as2d(efb[eib[EFO_PAS] : eib[EFO_PAS] + mu.size], mu.shape[0], mu.shape[1])
     s, k, b = pick_priority_kb(
-        u[U_ISC][PENDING], pas, u[U_JGP], u[U_JGI], u[U_BUF], u[U_HDATA], u[U_HBASE], u[U_HSIZE]
-    )
+        u[U_ISC][PENDING], pas, True, u[U_JGP], u[U_JGI], u[U_BUF], u[U_HSIZE],
+        u[U_SETS], set_views(u[U_SETS]), u[U_OCC],
+    )  # fmt: skip
     if eib[E_MODE] == MODE_SERVER:
         return s
     return eib[eib[EO_LOFF] + k] + b
@@ -1137,7 +1246,9 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
         s = a
     else:
         k = eib[eib[EO_ACTR] + a]
-        s = u[U_HDATA][u[U_HBASE][k, eib[eib[EO_ACTC] + a]]]  # smallest index at level
+        sets = u[U_SETS]
+        _, tbase, nlev, lvoff, goff, _ = set_views(sets)
+        s = level_min(sets, tbase, lvoff, nlev, goff, k, eib[eib[EO_ACTC] + a])  # smallest
     _assign(tag, ib, u, s)
     fs = u[U_FS]
     w0 = fs[WORK]

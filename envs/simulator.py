@@ -146,10 +146,10 @@ class FarmSimulator:
         self._hbase = iv(kn.O_HBASE, K * B1).reshape(K, B1)
         self._dist = iv(kn.O_DIST, J)
         self.occ = iv(kn.O_OCC, S)
-        # heap arrays are int32 (half the cache footprint), two per int64 slot
+        # level-set arrays are int32 (half the cache footprint), two per int64 slot
         self._hdata = ib[ib[kn.O_HDATA] : ib[kn.O_HPOS]].view(np.int32)
         self._hpos = iv(kn.O_HPOS, (S + 1) // 2).view(np.int32)[:S]
-        self.level_counts = iv(kn.O_HSIZE, K * B1).reshape(K, B1)  # the heaps' sizes = m_{k,b}
+        self.level_counts = iv(kn.O_HSIZE, K * B1).reshape(K, B1)  # the level sets' sizes m_{k,b}
         self._isc = iv(kn.O_ISC, 6)
         self._cnt = iv(kn.O_CNT, 3 * J).reshape(3, J)
         self._mu = fv(kn.P_MU, K * B1).reshape(K, B1)
@@ -266,7 +266,7 @@ class FarmSimulator:
         """Smallest-index server of group k holding b jobs (-1 if none)."""
         if self.level_counts[k, b] == 0:
             return -1
-        return int(self._hdata[self._hbase[k, b]])
+        return int(kn.packed_level_min(self._ib, k, b))
 
     # ---- driving -----------------------------------------------------------------------------
     def _run(self, policy: int, table: np.ndarray, n: int) -> int:
@@ -336,7 +336,7 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
     ns = S if general else 0
     jg_idx = np.array([k for jt in c.job_types for k in jt.groups], dtype=np.int64)
     jg_ptr = np.concatenate([[0], np.cumsum([len(jt.groups) for jt in c.job_types])])
-    # heap storage: group k reserves R_k slots for each level 0..B_k
+    # level-set storage: group k reserves R_k slots for each level 0..B_k
     hbase = np.zeros((K, B1), dtype=np.int64)
     off = 0
     for k, g in enumerate(c.groups):
@@ -344,6 +344,7 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
             hbase[k, b] = off
             off += g.count
     sizes = [c.size_of(j) for j in range(J)]
+    sets = _level_sets(np.array([g.count for g in c.groups]), c.buffers, B1)
     ints: list[tuple[int, np.ndarray | int]] = [
         (kn.O_SG, c.server_group),
         (kn.O_GC, np.array([g.count for g in c.groups])),
@@ -356,6 +357,7 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
         (kn.O_HDATA, (off + 1) // 2),  # int32 entries, two per slot
         (kn.O_HPOS, (S + 1) // 2),  # int32; must follow O_HDATA (hdata ends where hpos starts)
         (kn.O_HSIZE, K * B1),
+        (kn.O_SETS, sets),
         (kn.O_ISC, 6),
         (kn.O_CNT, 3 * J),
         (kn.O_DHEAP, ns),
@@ -381,9 +383,8 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
 
     ib = np.zeros(kn.HEADER_SIZE + sum(size(x) for _, x in ints), dtype=np.int64)
     fb = np.zeros(sum(size(x) for _, x in floats), dtype=np.float64)
-    ib[[kn.H_S, kn.H_K, kn.H_J, kn.H_B1, kn.H_NI, kn.H_GEN, kn.H_NQ, kn.H_ILEN, kn.H_FLEN]] = [
-        S, K, J, B1, NI, int(general), len(jg_idx), len(ib), len(fb)
-    ]  # fmt: skip
+    ib[[kn.H_S, kn.H_K, kn.H_J, kn.H_B1, kn.H_NI, kn.H_GEN, kn.H_NQ, kn.H_ILEN, kn.H_FLEN,
+        kn.H_NSET]] = [S, K, J, B1, NI, int(general), len(jg_idx), len(ib), len(fb), len(sets)]  # fmt: skip
     for buf, fields, start in ((ib, ints, kn.HEADER_SIZE), (fb, floats, 0)):
         o = start
         for field, x in fields:
@@ -392,3 +393,51 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
                 buf[o : o + len(x)] = x
             o += size(x)
     return ib, fb
+
+
+def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
+    """The ``sets`` field of a fresh farm (layout in ``envs.kernels``, "level sets"): header and
+    tables filled in; the minima and tree words are set by ``kernels.packed_reset``."""
+    K, C, LM = len(counts), B1 + 1, kn.SET_LMAX
+    nlev = np.zeros(K, dtype=np.int64)
+    lvoff = np.zeros((K, LM), dtype=np.int64)
+    tsize = np.zeros(K, dtype=np.int64)
+    for k, r in enumerate(counts):
+        if r > 64**LM:
+            raise ValueError(
+                f"groups[{k}].count: at most {64**LM:,} servers per group, got {int(r):,}; "
+                "split the group into several identical groups"
+            )
+        n, off = -(-int(r) // 64), 0
+        while True:  # 64-ary levels up to a single root word
+            lvoff[k, nlev[k]] = off
+            off += n
+            nlev[k] += 1
+            if n == 1:
+                break
+            n = -(-n // 64)
+        tsize[k] = off
+    o = kn.S_HEADER
+    layout = {}
+    for name, n in (("ltop", K * C), ("tbase", K * C), ("nlev", K), ("lvoff", K * LM),
+                    ("goff", K), ("buf", K)):  # fmt: skip
+        layout[name] = o
+        o += n
+    tbase = np.full((K, C), -1, dtype=np.int64)
+    for k in range(K):
+        for col in [*range(int(buffers[k]) + 1), C - 1]:  # levels 0..B_k and the non-full set
+            tbase[k, col] = o
+            o += tsize[k]
+    sets = np.zeros(o, dtype=np.int64)
+    sets[[kn.S_K, kn.S_C, kn.S_LM]] = [K, C, LM]
+    for slot, name in ((kn.S_LTOP, "ltop"), (kn.S_TBASE, "tbase"), (kn.S_NLEV, "nlev"),
+                       (kn.S_LVOFF, "lvoff"), (kn.S_GOFF, "goff"), (kn.S_BUF, "buf")):  # fmt: skip
+        sets[slot] = layout[name]
+    sets[kn.S_WORDS] = layout["buf"] + K
+    sets[layout["ltop"] : layout["ltop"] + K * C] = kn.NO_SERVER
+    sets[layout["tbase"] : layout["tbase"] + K * C] = tbase.ravel()
+    sets[layout["nlev"] : layout["nlev"] + K] = nlev
+    sets[layout["lvoff"] : layout["lvoff"] + K * LM] = lvoff.ravel()
+    sets[layout["goff"] : layout["goff"] + K] = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sets[layout["buf"] : layout["buf"] + K] = buffers
+    return sets

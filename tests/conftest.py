@@ -245,12 +245,13 @@ def check_sim_invariants(sim: FarmSimulator) -> None:
     counts = np.zeros_like(sim.level_counts)
     np.add.at(counts, (sg, occ), 1)
     assert np.array_equal(counts, sim.level_counts), (counts, sim.level_counts)
-    # the per-(group, level) heaps hand out the smallest-index server at each level
+    # the per-(group, level) sets hand out the smallest-index server at each level
     for k in range(c.n_groups):
         lo, hi = int(c.group_offsets[k]), int(c.group_offsets[k + 1])
         for b in range(c.groups[k].buffer + 1):
             at = np.flatnonzero(occ[lo:hi] == b)
             assert sim.server_at_level(k, b) == (lo + int(at[0]) if at.size else -1)
+    check_level_sets(sim)
 
     # job conservation: every arrival is accepted, blocked, or (one) pending decision
     pend = np.zeros(c.n_job_types, dtype=np.int64)
@@ -308,3 +309,59 @@ def tiny_config() -> FarmConfig:
     from envs.scenarios import load_preset
 
     return load_preset("tiny")
+
+
+def _tree_members(sets: np.ndarray, base: int, lvoff: np.ndarray, nlev: int, r: int) -> np.ndarray:
+    """Local indices in a bitset tree of ``envs.kernels`` after checking that every word above
+    the leaves has exactly the bits of the non-empty words below it."""
+    n = [-(-r // 64)]
+    while n[-1] > 1:
+        n.append(-(-n[-1] // 64))
+    assert len(n) == nlev, (len(n), nlev)
+    words = [
+        sets[base + lvoff[lv] : base + lvoff[lv] + n[lv]].astype(np.uint64) for lv in range(nlev)
+    ]
+    for lv in range(1, nlev):
+        bits = np.unpackbits(words[lv].view(np.uint8), bitorder="little")[: n[lv - 1]]
+        assert np.array_equal(bits.astype(bool), words[lv - 1] != 0), f"tree level {lv}"
+    leaf = np.unpackbits(words[0].view(np.uint8), bitorder="little")
+    assert not leaf[r:].any(), "bits beyond the group's servers"
+    return np.flatnonzero(leaf[:r])
+
+
+def check_level_sets(sim: FarmSimulator) -> None:
+    """The simulator's level sets (``envs.kernels``, "level sets") agree with the occupancies:
+    each (group, level) array holds exactly that level's servers with ``hpos`` pointing back,
+    each bitset tree holds the same servers (and the non-full tree the servers below B_k) with
+    consistent upper levels, and the cached non-full minimum is the smallest non-full server."""
+    from envs import kernels as kn
+
+    c, ib, occ = sim.config, sim._ib, sim.occ
+    sets = ib[ib[kn.O_SETS] : ib[kn.O_SETS] + ib[kn.H_NSET]]
+    K, C, LM = (int(x) for x in sets[[kn.S_K, kn.S_C, kn.S_LM]])
+
+    def view(slot: int, n: int) -> np.ndarray:
+        return sets[sets[slot] : sets[slot] + n]
+
+    ltop, tbase = view(kn.S_LTOP, K * C).reshape(K, C), view(kn.S_TBASE, K * C).reshape(K, C)
+    nlev, lvoff, goff = (
+        view(kn.S_NLEV, K),
+        view(kn.S_LVOFF, K * LM).reshape(K, LM),
+        view(kn.S_GOFF, K),
+    )
+    for k in range(K):
+        lo, hi = int(c.group_offsets[k]), int(c.group_offsets[k + 1])
+        assert goff[k] == lo
+        bk = c.groups[k].buffer
+        for b in range(bk + 1):
+            want = np.flatnonzero(occ[lo:hi] == b) + lo
+            base, size = int(sim._hbase[k, b]), int(sim.level_counts[k, b])
+            arr = sim._hdata[base : base + size].astype(np.int64)
+            assert np.array_equal(np.sort(arr), want), (k, b)
+            assert np.array_equal(sim._hpos[arr], np.arange(size)), (k, b)
+            got = _tree_members(sets, int(tbase[k, b]), lvoff[k], int(nlev[k]), hi - lo) + lo
+            assert np.array_equal(got, want), (k, b)
+        nonfull = np.flatnonzero(occ[lo:hi] < bk) + lo
+        got = _tree_members(sets, int(tbase[k, C - 1]), lvoff[k], int(nlev[k]), hi - lo) + lo
+        assert np.array_equal(got, nonfull), k
+        assert ltop[k, C - 1] == (nonfull[0] if nonfull.size else kn.NO_SERVER), k

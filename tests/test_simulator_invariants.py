@@ -97,6 +97,21 @@ def test_large_farm_invariants() -> None:
     check_sim_invariants(sim)
 
 
+def test_level_sets_with_multi_level_trees() -> None:
+    """Groups of 2,000-6,000 servers (bitset trees of 2 and 3 levels): the level sets stay exact
+    under PAS (non-full minima), a level-dependent table (per-level minima) and random."""
+    c = load_preset("paper-100").scaled(200)
+    sim = FarmSimulator(c, seed=5)
+    jsq_like = -np.tile(np.arange(c.max_buffer + 1, dtype=np.float64), (c.n_groups, 1))
+    for policy, table in (("priority", pas_table(c)), ("priority", jsq_like), ("random", None)):
+        sim.run(30_000, policy, table)
+        check_sim_invariants(sim)
+    for _ in range(200):  # the step API on the same state
+        j = sim.next_epoch()
+        sim.assign(int(np.flatnonzero(sim.server_mask(j))[-1]))
+    check_sim_invariants(sim)
+
+
 # ---------------------------------------------------------------------------------------------
 # built-in dispatchers = their documented rules
 # ---------------------------------------------------------------------------------------------
