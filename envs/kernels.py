@@ -979,8 +979,8 @@ def packed_resum(u):
 
 @njit(**_JIT)
 def packed_run(ib, fb, policy, table, n_epochs, resum, tag):
-    """:func:`run_exponential` / :func:`run_general` (by ``tag``) on a packed simulator
-    (``resum``: re-sum the rates over all servers first, as those do; False continues from the
+    """The event loop (:func:`loop_exponential` / :func:`loop_general`, by ``tag``) of a packed
+    simulator (``resum``: re-sum the rates over all servers first; False continues from the
     incremental rates)."""
     u = unpack(ib, fb)
     if resum:

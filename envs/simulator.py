@@ -270,7 +270,7 @@ class FarmSimulator:
 
     # ---- driving -----------------------------------------------------------------------------
     def _run(self, policy: int, table: np.ndarray, n: int) -> int:
-        # re-sums the rates over all servers first, like kernels.run_exponential / run_general
+        # re-sums the rates over all servers first (removes floating drift), then the event loop
         return kn.packed_run(self._ib, self._fb, policy, table, n, True, self._tag)
 
     def next_epoch(self) -> int:
