@@ -19,7 +19,8 @@ and sets the logits of masked actions to a very large negative number.
     algo.train()
 
 This module imports nothing from Ray until :func:`action_masking_module_spec` is called, so the
-wrapper works (and is tested) without Ray installed.
+wrapper works (and is tested) without Ray installed. ``pip install -e ".[rllib]"`` installs
+RLlib's dependencies without its ``gymnasium==1.2.2`` pin (see ``pyproject.toml``).
 """
 
 from __future__ import annotations
