@@ -97,6 +97,13 @@ def test_large_farm_invariants() -> None:
     check_sim_invariants(sim)
 
 
+def test_level_sets_refuse_groups_beyond_the_tree_depth() -> None:
+    from envs.simulator import _level_sets
+
+    with pytest.raises(ValueError, match=r"groups\[1\]\.count: at most 16,777,216"):
+        _level_sets(np.array([10, 64**4 + 1]), np.array([2, 2]), 3)
+
+
 def test_level_sets_with_multi_level_trees() -> None:
     """Groups of 2,000-6,000 servers (bitset trees of 2 and 3 levels): the level sets stay exact
     under PAS (non-full minima), a level-dependent table (per-level minima) and random."""
