@@ -183,26 +183,16 @@ class PPOAgent(Policy):
         return cls(model, config, meta["action_mode"], meta)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, deterministic: bool = True) -> int:
-        return int(self.predict(obs, deterministic=deterministic, action_masks=mask)[0])
+        return int(self._act_batch(np.asarray(obs)[None], np.asarray(mask)[None], deterministic)[0])
 
-    def predict(
-        self,
-        observation: np.ndarray,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-        action_masks: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, None]:
-        """Actions for one observation (a 0-d array) or a batch (shape ``(n,)``), one forward pass."""
-        obs = np.asarray(observation, dtype=np.float32)
-        batched = obs.ndim == 2
-        obs2 = obs if batched else obs[None]
-        masks = None
-        if action_masks is not None:
-            masks = np.asarray(action_masks, dtype=bool).reshape(obs2.shape[0], self.n_actions)
-        acts, _ = self.model.policy.predict(obs2, deterministic=deterministic, action_masks=masks)
-        acts = np.asarray(acts, dtype=np.int64).reshape(-1)
-        return (acts if batched else acts[0]), None
+    def _act_batch(
+        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
+    ) -> np.ndarray:
+        """One forward pass of the model for the whole batch (:meth:`Policy.predict` batches)."""
+        acts, _ = self.model.policy.predict(
+            np.asarray(obs, dtype=np.float32), deterministic=deterministic, action_masks=masks
+        )
+        return np.asarray(acts, dtype=np.int64).reshape(-1)
 
     def predictor(self) -> Predictor:
         """Deterministic masked predictor (for :func:`rollout_efficiency`, :func:`exact_efficiency`)."""

@@ -59,11 +59,18 @@ class Policy:
             masks = np.ones((obs2.shape[0], self.n_actions), dtype=bool)
         else:
             masks = np.asarray(action_masks, dtype=bool).reshape(obs2.shape[0], self.n_actions)
-        acts = np.array(
-            [self.act(o, m, deterministic) for o, m in zip(obs2, masks, strict=True)],
+        acts = self._act_batch(obs2, masks, deterministic)
+        return (acts if batched else acts[0]), None
+
+    def _act_batch(
+        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
+    ) -> np.ndarray:
+        """Actions of a batch ``obs[n, d]`` with ``masks[n, n_actions]``: :meth:`act` row by row
+        unless a subclass vectorises it."""
+        return np.array(
+            [self.act(o, m, deterministic) for o, m in zip(obs, masks, strict=True)],
             dtype=np.int64,
         )
-        return (acts if batched else acts[0]), None
 
     def __repr__(self) -> str:
         return (

@@ -105,7 +105,9 @@ class PriceAwarePASPolicy(PriorityPolicy):
             )
         return self.table
 
-    def _act_batch(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    def _act_batch(
+        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
+    ) -> np.ndarray:
         if not self.follows_interval:
             return super()._act_batch(obs, masks)
         out = np.empty(obs.shape[0], dtype=np.int64)

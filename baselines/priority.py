@@ -27,8 +27,6 @@ Tables must be exactly reproducible floats: ties are exact equality, both here a
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from baselines.base import Policy
@@ -113,26 +111,10 @@ class PriorityPolicy(Policy):
     def act(self, obs: np.ndarray, mask: np.ndarray, deterministic: bool = True) -> int:
         return int(self._act_batch(np.asarray(obs)[None], np.asarray(mask, dtype=bool)[None])[0])
 
-    def predict(
-        self,
-        observation: np.ndarray,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-        action_masks: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, None]:
-        """Vectorised over a batch; same result as calling :meth:`act` row by row."""
-        obs = np.asarray(observation)
-        batched = obs.ndim == 2
-        obs2 = obs if batched else obs[None]
-        if action_masks is None:
-            masks = np.ones((obs2.shape[0], self.n_actions), dtype=bool)
-        else:
-            masks = np.asarray(action_masks, dtype=bool).reshape(obs2.shape[0], self.n_actions)
-        acts = self._act_batch(obs2, masks)
-        return (acts if batched else acts[0]), None
-
-    def _act_batch(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    def _act_batch(
+        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
+    ) -> np.ndarray:
+        """Vectorised over the batch; the same result as :meth:`act` row by row."""
         jt = np.argmax(obs[:, -self._J :], axis=1)
         if self.action_mode == "server":
             return self._server_batch(obs, jt, masks)
