@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options
+from evaluation.cli import add_run_options, run_cli
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
 
 
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
-    try:
+
+    def run() -> None:
         evaluate_and_write(
             a.scenario, policies, json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
             quiet=a.quiet, replications=a.replications, horizon=a.horizon, warmup=a.warmup,
@@ -70,15 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             compute_optimum=not a.no_optimum,
             optimum_max_variables=a.optimum_max_variables, scale=a.scale, progress=False if a.quiet else None,
         )  # fmt: skip
-    except ValueError as err:  # bad scenario, policy name, option value: a usage error
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: interrupted; no output file was written or modified", file=sys.stderr
-        )
-        return 130
-    return 0
+
+    return run_cli(parser, run)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options
+from evaluation.cli import add_run_options, run_cli
 from evaluation.harness import sweep_and_write
 
 
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
-    try:
+
+    def run() -> None:
         sweep_and_write(
             split(a.scenarios), json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
             quiet=a.quiet, policies=split(a.policies), seeds=a.seeds, scales=a.scales,
@@ -74,15 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             compute_optimum=not a.no_optimum,
             optimum_max_variables=a.optimum_max_variables, progress=False if a.quiet else None,
         )  # fmt: skip
-    except ValueError as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: interrupted; no output file was written or modified", file=sys.stderr
-        )
-        return 130
-    return 0
+
+    return run_cli(parser, run)
 
 
 if __name__ == "__main__":

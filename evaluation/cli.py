@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -52,3 +54,20 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--csv", dest="csv_path", metavar="PATH", help="write the CSV rows")
     p.add_argument("--quiet", action="store_true", help="no table, no progress bar")
+
+
+def run_cli(parser: argparse.ArgumentParser, run: Callable[[], object]) -> int:
+    """Call ``run`` with the exit codes both scripts promise: 0; 2 (message on stderr) for a
+    usage error (bad scenario, policy name, option value: ``ValueError``); 130 on Ctrl-C, before
+    which no output file was written or modified (the reports are written atomically at the end)."""
+    try:
+        run()
+    except ValueError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"{parser.prog}: interrupted; no output file was written or modified", file=sys.stderr
+        )
+        return 130
+    return 0
