@@ -14,12 +14,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evaluation.rollout import WorkUnit, run_unit
 
-__all__ = ["default_workers", "run_units"]
+__all__ = ["default_workers", "parallel_map", "run_units"]
 
 
 def default_workers(n_units: int) -> int:
@@ -71,29 +71,53 @@ def run_units(
     return _run_pool(units, n, progress)
 
 
-def _run_indexed(item: tuple[int, WorkUnit]) -> tuple[int, dict[str, Any]]:
-    i, unit = item
-    return i, run_unit(unit)
-
-
 def _run_pool(units: list[WorkUnit], n: int, progress: bool | None) -> list[dict[str, Any]]:
-    results: list[dict[str, Any] | None] = [None] * len(units)
-    # multiprocessing.Pool rather than ProcessPoolExecutor: on Ctrl-C or a failing unit we must
-    # stop the workers now, and Pool.terminate() does (an executor keeps running queued units)
-    pool = mp.get_context("spawn").Pool(n)
+    with _progress(len(units), progress, f"evaluating ({n} processes)") as bar:
+        return parallel_map(run_unit, [u.lean() for u in units], n, lambda *_: bar.update())
+
+
+def parallel_map(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    workers: int,
+    progress: Callable[[int, int, Any], None] | None = None,
+) -> list[Any]:
+    """``[fn(x) for x in items]`` on ``workers`` spawned processes (in this process when
+    ``workers <= 1``), results in input order; ``progress(done, total, result)`` is called as
+    results arrive. ``fn`` must be a module-level function (it is pickled to the workers).
+
+    ``multiprocessing.Pool`` rather than ``ProcessPoolExecutor``: on Ctrl-C or a failing item the
+    workers must stop now, and ``Pool.terminate()`` does (an executor keeps running queued items).
+    """
+    items = list(items)
+    n = len(items)
+    if workers <= 1 or n <= 1:
+        out = []
+        for i, x in enumerate(items):
+            out.append(fn(x))
+            if progress:
+                progress(i + 1, n, out[-1])
+        return out
+    results: list[Any] = [None] * n
+    pool = mp.get_context("spawn").Pool(min(workers, n))
     try:
-        items = [(i, u.lean()) for i, u in enumerate(units)]
-        with _progress(len(units), progress, f"evaluating ({n} processes)") as bar:
-            for i, res in pool.imap_unordered(_run_indexed, items, chunksize=1):
-                results[i] = res
-                bar.update()
+        tasks = [(fn, i, x) for i, x in enumerate(items)]
+        for done, (i, res) in enumerate(pool.imap_unordered(_indexed, tasks), start=1):
+            results[i] = res
+            if progress:
+                progress(done, n, res)
         pool.close()
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return results  # type: ignore[return-value]
+    return results
+
+
+def _indexed(task: tuple[Callable[[Any], Any], int, Any]) -> tuple[int, Any]:
+    fn, i, x = task
+    return i, fn(x)
 
 
 def _run_ray(

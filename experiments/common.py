@@ -21,7 +21,6 @@ import csv
 import datetime as _dt
 import io
 import math
-import multiprocessing as mp
 import os
 import platform
 import subprocess
@@ -36,6 +35,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from envs.config import FarmConfig  # noqa: E402
+from evaluation.parallel import parallel_map  # noqa: E402  (re-exported for the experiments)
 from evaluation.report import atomic_open, atomic_write, to_json  # noqa: E402
 
 __all__ = [
@@ -93,51 +93,6 @@ def resolve_workers(workers: int | None, quick: bool) -> int:
 # ---------------------------------------------------------------------------------------------
 # process pool over arbitrary picklable tasks
 # ---------------------------------------------------------------------------------------------
-def parallel_map(
-    fn: Callable[[Any], Any],
-    items: Sequence[Any],
-    workers: int,
-    progress: Callable[[int, int, Any], None] | None = None,
-) -> list[Any]:
-    """``[fn(x) for x in items]`` on ``workers`` spawned processes, results in input order.
-
-    ``fn`` must be a module-level function. Spawn rather than fork for the reason given in
-    :mod:`evaluation.parallel` (forking a process holding numba/tqdm threads can deadlock); a
-    ``multiprocessing.Pool`` so that an exception or Ctrl-C terminates the workers at once.
-    (:func:`evaluation.parallel.run_units` runs simulation work units only; experiments also
-    farm out exact solves.) ``progress(done, total, result)`` is called as results arrive.
-    """
-    items = list(items)
-    n = len(items)
-    if workers <= 1 or n <= 1:
-        out = []
-        for i, x in enumerate(items):
-            out.append(fn(x))
-            if progress:
-                progress(i + 1, n, out[-1])
-        return out
-    results: list[Any] = [None] * n
-    pool = mp.get_context("spawn").Pool(min(workers, n))
-    try:
-        tasks = [(fn, i, x) for i, x in enumerate(items)]
-        for done, (i, res) in enumerate(pool.imap_unordered(_indexed, tasks), start=1):
-            results[i] = res
-            if progress:
-                progress(done, n, res)
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
-    return results
-
-
-def _indexed(task: tuple[Callable[[Any], Any], int, Any]) -> tuple[int, Any]:
-    fn, i, x = task
-    return i, fn(x)
-
-
 def print_progress(done: int, total: int, msg: str) -> None:
     """One line per finished task on stderr (a log, not a bar: the runs go to files)."""
     print(f"[{done}/{total}] {msg}", file=sys.stderr, flush=True)
