@@ -419,7 +419,7 @@ def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
         tsize[k] = off
     o = kn.S_HEADER
     layout = {}
-    for name, n in (("ltop", K * C), ("tbase", K * C), ("nlev", K), ("lvoff", K * LM),
+    for name, n in (("nfmin", K), ("tbase", K * C), ("nlev", K), ("lvoff", K * LM),
                     ("goff", K), ("buf", K)):  # fmt: skip
         layout[name] = o
         o += n
@@ -430,11 +430,11 @@ def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
             o += tsize[k]
     sets = np.zeros(o, dtype=np.int64)
     sets[[kn.S_K, kn.S_C, kn.S_LM]] = [K, C, LM]
-    for slot, name in ((kn.S_LTOP, "ltop"), (kn.S_TBASE, "tbase"), (kn.S_NLEV, "nlev"),
+    for slot, name in ((kn.S_NFMIN, "nfmin"), (kn.S_TBASE, "tbase"), (kn.S_NLEV, "nlev"),
                        (kn.S_LVOFF, "lvoff"), (kn.S_GOFF, "goff"), (kn.S_BUF, "buf")):  # fmt: skip
         sets[slot] = layout[name]
     sets[kn.S_WORDS] = layout["buf"] + K
-    sets[layout["ltop"] : layout["ltop"] + K * C] = kn.NO_SERVER
+    sets[layout["nfmin"] : layout["nfmin"] + K] = kn.NO_SERVER
     sets[layout["tbase"] : layout["tbase"] + K * C] = tbase.ravel()
     sets[layout["nlev"] : layout["nlev"] + K] = nlev
     sets[layout["lvoff"] : layout["lvoff"] + K * LM] = lvoff.ravel()

@@ -343,7 +343,7 @@ def check_level_sets(sim: FarmSimulator) -> None:
     def view(slot: int, n: int) -> np.ndarray:
         return sets[sets[slot] : sets[slot] + n]
 
-    ltop, tbase = view(kn.S_LTOP, K * C).reshape(K, C), view(kn.S_TBASE, K * C).reshape(K, C)
+    nfmin, tbase = view(kn.S_NFMIN, K), view(kn.S_TBASE, K * C).reshape(K, C)
     nlev, lvoff, goff = (
         view(kn.S_NLEV, K),
         view(kn.S_LVOFF, K * LM).reshape(K, LM),
@@ -364,4 +364,4 @@ def check_level_sets(sim: FarmSimulator) -> None:
         nonfull = np.flatnonzero(occ[lo:hi] < bk) + lo
         got = _tree_members(sets, int(tbase[k, C - 1]), lvoff[k], int(nlev[k]), hi - lo) + lo
         assert np.array_equal(got, nonfull), k
-        assert ltop[k, C - 1] == (nonfull[0] if nonfull.size else kn.NO_SERVER), k
+        assert nfmin[k] == (nonfull[0] if nonfull.size else kn.NO_SERVER), k
