@@ -1,6 +1,6 @@
 """A straightforward SimPy model of the farm under PAS: the speed reference for the compiled
 simulator (``bench_simulation.py``) and an independent check of its efficiency
-(``tests/test_benchmarks_smoke.py``).
+(``tests/scripts/test_benchmarks_smoke.py``).
 
 The model is what one would write first with SimPy, with no attempt at speed:
 

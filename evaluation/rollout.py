@@ -21,7 +21,7 @@ Both routes read efficiency, throughput, power and blocking from the simulator's
 (``SimStats``), never from the RL return. The env seeds its simulator exactly as
 ``FarmSimulator(config, seed=s)`` does and the window is the same, so a priority policy gives the
 same numbers on both routes (bit-identical on the tiny preset; equal to the last few ulps where the
-two routes sum the energy integral in a different order); ``tests/test_evaluate.py`` checks this.
+two routes sum the energy integral in a different order); ``tests/evaluation/test_evaluate.py`` checks this.
 """
 
 from __future__ import annotations

@@ -18,12 +18,13 @@ from scipy import stats as sps
 from envs.config import FarmConfig, farm_from_dict
 from envs.scenarios import PRESETS, load_preset, random_farm
 from envs.simulator import FarmSimulator, SimStats
-from tests.conftest import (
+from tests.helpers import (
     ALPHA,
     check_sim_invariants,
     masked_choice,
     pas_table,
     random_scenario_dict,
+    reference_priority,
 )
 
 SMALL_PRESETS = [p for p in PRESETS if p != "large-10k"]
@@ -122,14 +123,6 @@ def test_level_sets_with_multi_level_trees() -> None:
 # ---------------------------------------------------------------------------------------------
 # built-in dispatchers = their documented rules
 # ---------------------------------------------------------------------------------------------
-def reference_priority(config: FarmConfig, occ: np.ndarray, j: int, table: np.ndarray) -> int:
-    """Argmax of table[k(s), n_s] over available non-full servers, ties to the smallest index."""
-    sg = config.server_group
-    ok = config.server_availability[j] & (occ < config.buffers[sg])
-    score = np.where(ok, table[sg, occ], -np.inf)
-    return int(np.argmax(score))  # first maximum = smallest index
-
-
 @pytest.mark.parametrize("general", [False, True], ids=["fast", "general"])
 @pytest.mark.parametrize("seed", range(6))
 def test_builtin_priority_equals_reference_rule(seed: int, general: bool) -> None:

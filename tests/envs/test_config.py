@@ -14,7 +14,7 @@ import yaml
 
 from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict, load_scenario
 from envs.scenarios import PRESETS, load_preset, random_farm
-from tests.conftest import random_scenario_dict
+from tests.helpers import random_scenario_dict
 
 
 def base() -> dict[str, Any]:

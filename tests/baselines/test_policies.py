@@ -13,103 +13,17 @@ from baselines.priority import PriorityPolicy
 from baselines.registry import POLICIES, make_policy
 from envs.config import FarmConfig, farm_from_dict
 from envs.observation import (
-    counts_from_occupancy,
     decode_group_action,
-    hist_offsets,
-    level_offsets,
     n_actions,
-    obs_size,
 )
-
-# ---------------------------------------------------------------------------------------------
-# helpers shared with test_whittle.py and test_pas_heap.py
-# ---------------------------------------------------------------------------------------------
-
-
-def random_farm(
-    rng: np.random.Generator,
-    n_groups: int | None = None,
-    max_count: int = 4,
-    max_buffer: int = 4,
-    state_dependent: float = 0.0,
-    n_types: int | None = None,
-) -> FarmConfig:
-    """A random farm whose efficiencies tie exactly across groups now and then.
-
-    Rates and power differences are drawn from small dyadic sets so that mu/(eps - eps0) takes few,
-    exactly representable values. ``state_dependent`` is the probability that a group gets
-    non-decreasing per-level rates and powers instead of the on/off model.
-    """
-    K = int(n_groups or rng.integers(2, 6))
-    groups = []
-    for k in range(K):
-        buf = int(rng.integers(1, max_buffer + 1))
-        idle = float(rng.choice([0.0, 0.5, 1.0]))
-        if rng.random() < state_dependent and buf > 1:
-            mu = np.cumsum(rng.choice([0.25, 0.5, 1.0], size=buf))
-            eps = idle + np.cumsum(rng.choice([0.25, 0.5, 1.0, 2.0], size=buf))
-            mu_v, eps_v = [float(x) for x in mu], [float(x) for x in eps]
-        else:
-            mu_v = float(rng.choice([1.0, 2.0, 4.0]))
-            eps_v = idle + float(rng.choice([1.0, 2.0, 4.0]))
-        groups.append(
-            {
-                "name": f"g{k}",
-                "count": int(rng.integers(1, max_count + 1)),
-                "service_rate": mu_v,
-                "busy_power": eps_v,
-                "idle_power": idle,
-                "buffer": buf,
-            }
-        )
-    J = int(n_types or rng.integers(1, 4))
-    types = []
-    for j in range(J):
-        sub = [g["name"] for g in groups if rng.random() < 0.6] or [
-            groups[int(rng.integers(K))]["name"]
-        ]
-        types.append({"name": f"j{j}", "arrival_rate": float(rng.uniform(0.5, 3.0)), "groups": sub})
-    return farm_from_dict({"name": "random", "groups": groups, "job_types": types})
-
-
-def random_occupancy(rng: np.random.Generator, config: FarmConfig) -> np.ndarray:
-    """int64[S] occupancies, biased towards full and empty servers (where rules matter)."""
-    B = config.buffers[config.server_group]
-    occ = rng.integers(0, B + 1)
-    u = rng.random(config.n_servers)
-    occ = np.where(u < 0.25, B, np.where(u < 0.45, 0, occ))
-    return occ.astype(np.int64)
-
-
-def server_obs(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    obs = np.zeros(obs_size(config, "server"), dtype=np.float32)
-    obs[: config.n_servers] = occ / config.buffers[config.server_group]
-    obs[config.n_servers + j] = 1.0
-    return obs
-
-
-def group_obs(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    counts = counts_from_occupancy(config, occ)
-    off = hist_offsets(config)
-    obs = np.zeros(obs_size(config, "group"), dtype=np.float32)
-    for k, g in enumerate(config.groups):
-        obs[off[k] : off[k + 1]] = counts[k, : g.buffer + 1] / g.count
-    obs[-config.n_job_types + j] = 1.0
-    return obs
-
-
-def valid_server_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    return config.server_availability[j] & (occ < config.buffers[config.server_group])
-
-
-def valid_group_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    counts = counts_from_occupancy(config, occ)
-    m = np.zeros(n_actions(config, "group"), dtype=bool)
-    off = level_offsets(config)
-    for k, g in enumerate(config.groups):
-        if config.availability[j, k]:
-            m[off[k] : off[k + 1]] = counts[k, : g.buffer] > 0
-    return m
+from tests.helpers import (
+    group_obs,
+    random_dyadic_farm,
+    random_occupancy,
+    server_obs,
+    valid_group_mask,
+    valid_server_mask,
+)
 
 
 def reference_server_choice(
@@ -153,7 +67,7 @@ def build(name: str, config: FarmConfig, mode: str = "server", seed: int | None 
 @pytest.mark.parametrize("name", NAMES)
 def test_predict_shapes(name: str, mode: str) -> None:
     rng = np.random.default_rng(1)
-    cfg = random_farm(rng, state_dependent=0.5)
+    cfg = random_dyadic_farm(rng, state_dependent=0.5)
     pol = build(name, cfg, mode)
     make_obs = server_obs if mode == "server" else group_obs
     obs = [
@@ -174,7 +88,7 @@ def test_predict_shapes(name: str, mode: str) -> None:
 def test_masks_always_respected(name: str, mode: str) -> None:
     rng = np.random.default_rng(2)
     for _ in range(4):
-        cfg = random_farm(rng, state_dependent=0.3)
+        cfg = random_dyadic_farm(rng, state_dependent=0.3)
         pol = build(name, cfg, mode)
         A = n_actions(cfg, mode)
         for _ in range(40):
@@ -201,7 +115,7 @@ def test_server_mode_matches_reference_rule(name: str) -> None:
     """Vectorised decisions == loop over servers with the built-in dispatcher's rule."""
     rng = np.random.default_rng(3)
     for _ in range(6):
-        cfg = random_farm(rng, state_dependent=0.4, max_count=6)
+        cfg = random_dyadic_farm(rng, state_dependent=0.4, max_count=6)
         pol = build(name, cfg)
         assert isinstance(pol, PriorityPolicy)
         obs, masks, expect = [], [], []
@@ -231,7 +145,7 @@ def test_server_mode_matches_reference_rule(name: str) -> None:
 def test_group_mode_matches_documented_rule(name: str) -> None:
     rng = np.random.default_rng(4)
     for _ in range(6):
-        cfg = random_farm(rng, state_dependent=0.4, max_count=5)
+        cfg = random_dyadic_farm(rng, state_dependent=0.4, max_count=5)
         pol = build(name, cfg, "group")
         for _ in range(40):
             occ = random_occupancy(rng, cfg)
@@ -459,7 +373,7 @@ def test_registry_names_and_errors() -> None:
         "optimal",
     }
     assert expected <= set(POLICIES)
-    cfg = random_farm(np.random.default_rng(5))
+    cfg = random_dyadic_farm(np.random.default_rng(5))
     with pytest.raises(ValueError, match=r"unknown policy 'nope'.*first-fit.*pas"):
         make_policy("nope", cfg)
     for name in NAMES:
@@ -471,13 +385,13 @@ def test_registry_names_and_errors() -> None:
 
 
 def test_make_policy_accepts_a_dict() -> None:
-    cfg = random_farm(np.random.default_rng(6))
+    cfg = random_dyadic_farm(np.random.default_rng(6))
     pol = make_policy("pas", cfg.to_dict())
     np.testing.assert_array_equal(pol.table, pas_table(cfg))
 
 
 def test_priority_table_validation() -> None:
-    cfg = random_farm(np.random.default_rng(7))
+    cfg = random_dyadic_farm(np.random.default_rng(7))
     with pytest.raises(ValueError, match="shape"):
         PriorityPolicy(cfg, table=np.zeros((cfg.n_groups, cfg.max_buffer)))
     bad = np.zeros((cfg.n_groups, cfg.max_buffer + 1))
@@ -498,7 +412,7 @@ def test_server_mode_equals_simulator_builtin(name: str) -> None:
 
     rng = np.random.default_rng(20)
     for _ in range(3):
-        cfg = random_farm(rng, state_dependent=0.4)
+        cfg = random_dyadic_farm(rng, state_dependent=0.4)
         pol = build(name, cfg)
         builtin, stepped = FarmSimulator(cfg, seed=11), FarmSimulator(cfg, seed=11)
         for _ in range(200):

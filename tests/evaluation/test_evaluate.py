@@ -35,7 +35,7 @@ from evaluation import (
 )
 from evaluation.rollout import policy_route, resolve_policy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # exact long-run PAS efficiency of the tiny preset (docs/model.md; CTMC solution)
 TINY_PAS_EXACT = 0.3273379092816369

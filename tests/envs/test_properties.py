@@ -6,7 +6,7 @@ subsets, any job-size distribution per scenario or per type, sometimes time-vary
 rates) and checks, through the step API, through ``run()`` and through the env: conservation of
 jobs, occupancy within buffers, histogram = occupancy, energy and work within their rate bounds,
 masks = exactly the available non-full servers, time increasing (see
-``tests.conftest.check_sim_invariants``), plus config round trips and the built-in priority
+``tests.helpers.check_sim_invariants``), plus config round trips and the built-in priority
 dispatcher against its documented rule.
 """
 
@@ -22,14 +22,15 @@ from hypothesis import strategies as st
 from envs.config import farm_from_dict
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator
-from tests.conftest import (
+from tests.helpers import (
     SAFE_INTERVALS,
     check_sim_invariants,
+    expected_mask,
+    expected_obs,
     expected_server_mask,
     masked_choice,
+    reference_priority,
 )
-from tests.test_env import expected_mask, expected_obs
-from tests.test_simulator_invariants import reference_priority
 
 SETTINGS = settings(
     derandomize=True,

@@ -1,7 +1,7 @@
 """The simulator against queueing theory and exact solutions.
 
 Every check is statistical with a fixed seed; the tolerance is the batch-means confidence
-half-width at two-sided level ``ALPHA`` (Student t, see ``tests/conftest.py``), never a constant.
+half-width at two-sided level ``ALPHA`` (Student t, see ``tests/helpers.py``), never a constant.
 
 Insensitivity (what is and is not a theorem here). A processor-sharing server whose total rate
 depends only on its number of jobs is a symmetric queue, so a single M/G/1/B-PS server (also with
@@ -25,7 +25,7 @@ from scipy import stats as sps
 from envs.config import FarmConfig, JobSizeConfig, farm_from_dict
 from envs.kernels import sample_size
 from envs.scenarios import load_preset, random_farm
-from tests.conftest import (
+from tests.helpers import (
     ALPHA,
     Batches,
     assert_same_within_ci,

@@ -10,7 +10,7 @@ import pytest
 from baselines.pas import PASHeapDispatcher, PASPolicy, PriceAwarePASPolicy
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig, farm_from_dict
-from tests.test_policies import random_farm, server_obs, valid_server_mask
+from tests.helpers import random_dyadic_farm, server_obs, valid_server_mask
 
 
 def drive(
@@ -57,7 +57,9 @@ def drive(
 def test_heap_dispatcher_equals_pas_policy(seed: int) -> None:
     rng = np.random.default_rng(100 + seed)
     # a few hundred servers, few distinct efficiencies (many exact ties), several job types
-    cfg = random_farm(rng, n_groups=int(rng.integers(3, 7)), max_count=90, max_buffer=3, n_types=4)
+    cfg = random_dyadic_farm(
+        rng, n_groups=int(rng.integers(3, 7)), max_count=90, max_buffer=3, n_types=4
+    )
     assert cfg.n_servers >= 50
     disp = PASHeapDispatcher(cfg)
     checked, _blocked = drive(cfg, disp, PASPolicy(cfg), rng, n_events=3000)
@@ -68,14 +70,14 @@ def test_heap_dispatcher_blocks_and_recovers() -> None:
     """Small farm driven into blocking repeatedly: upsilon is -1 exactly when all are full."""
     rng = np.random.default_rng(7)
     for _ in range(5):
-        cfg = random_farm(rng, n_groups=3, max_count=3, max_buffer=2, n_types=3)
+        cfg = random_dyadic_farm(rng, n_groups=3, max_count=3, max_buffer=2, n_types=3)
         checked, blocked = drive(cfg, PASHeapDispatcher(cfg), PASPolicy(cfg), rng, n_events=1500)
         assert checked > 100 and blocked > 0
 
 
 def test_price_aware_efficiency_argument() -> None:
     rng = np.random.default_rng(8)
-    d = random_farm(rng, n_groups=4, max_count=40, n_types=2).to_dict()
+    d = random_dyadic_farm(rng, n_groups=4, max_count=40, n_types=2).to_dict()
     for g in d["groups"]:
         g["price"] = [float(x) for x in rng.choice([0.5, 1.0, 2.0], size=2)]
     for j in d["job_types"]:
@@ -88,7 +90,7 @@ def test_price_aware_efficiency_argument() -> None:
 
 
 def test_misuse_and_initial_full_state() -> None:
-    cfg = random_farm(np.random.default_rng(9), n_groups=2, max_count=3, n_types=1)
+    cfg = random_dyadic_farm(np.random.default_rng(9), n_groups=2, max_count=3, n_types=1)
     disp = PASHeapDispatcher(cfg)
     s = disp.choose(0)
     with pytest.raises(ValueError, match="not full"):

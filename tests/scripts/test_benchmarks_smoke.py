@@ -30,7 +30,7 @@ from envs.simulator import FarmSimulator
 # another (equally distributed) path. Where the identity does not matter -- the random
 # dispatcher with exponential sizes (only the level counts evolve), PAS with general sizes
 # (departures come from the job clocks) -- the original numbers still come out exactly.
-# Distributional correctness is what the theory tests (tests/test_simulator_theory.py) check.
+# Distributional correctness is what the theory tests (tests/envs/test_simulator_theory.py) check.
 #
 # sim.run(3000, policy) from seed 7: (time, work, energy, cost, arrivals, blocked, departures,
 # jobs in system at the end); must match exactly (same floating-point operations, same draws)

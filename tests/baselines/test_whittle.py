@@ -18,9 +18,9 @@ from baselines.whittle import (
     whittle_table,
 )
 from envs.config import farm_from_dict
-from tests.test_policies import (
+from tests.helpers import (
     group_obs,
-    random_farm,
+    random_dyadic_farm,
     random_occupancy,
     server_obs,
     valid_group_mask,
@@ -75,7 +75,7 @@ def test_on_off_index_is_constant_and_rate_free() -> None:
 
 
 def on_off_farm(rng: np.random.Generator):
-    return random_farm(rng, state_dependent=0.0, max_count=5)
+    return random_dyadic_farm(rng, state_dependent=0.0, max_count=5)
 
 
 def test_whittle_table_on_off_closed_form_and_same_ordering_as_pas() -> None:
@@ -155,7 +155,7 @@ def test_state_dependent_index_depends_on_level_and_differs_from_pas() -> None:
 def test_ordering_does_not_depend_on_eta() -> None:
     rng = np.random.default_rng(13)
     for _ in range(15):
-        cfg = random_farm(rng, state_dependent=0.7)
+        cfg = random_dyadic_farm(rng, state_dependent=0.7)
         ref = induced_ordering(cfg, whittle_table(cfg, 0.3))
         for eta in (0.01, 1.0, 5.0):
             np.testing.assert_array_equal(induced_ordering(cfg, whittle_table(cfg, eta)), ref)

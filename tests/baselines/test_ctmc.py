@@ -14,7 +14,7 @@ from baselines.ctmc import (
 )
 from baselines.optimum import AggregatedSpace, evaluate_aggregated
 from envs.config import farm_from_dict
-from tests.test_optimum import random_small_farm, reference_farm
+from tests.helpers import random_small_farm, reference_farm
 
 # exact PAS efficiencies (smallest-index ties) of the reference farms, copied from the shared
 # reference data

@@ -1,5 +1,6 @@
-"""The Gymnasium environment: API checkers, documented encodings, determinism, wrappers and
-vector envs, registration, invalid actions, rendering."""
+"""The Gymnasium environment with only the base dependencies: the Gymnasium API checker,
+documented encodings, determinism, wrappers and Gymnasium vector envs, registration, invalid
+actions, rendering (the SB3 checker and SB3 vector envs are in test_env_sb3.py)."""
 
 from __future__ import annotations
 
@@ -13,66 +14,35 @@ import numpy as np
 import pytest
 import yaml
 from gymnasium.utils.env_checker import check_env as gym_check_env
-from stable_baselines3.common.env_checker import check_env as sb3_check_env
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 import envs
 from envs.config import ConfigError, FarmConfig, farm_from_dict
 from envs.observation import (
     decode_group_obs,
     decode_server_obs,
-    hist_offsets,
     level_offsets,
-    n_interval_features,
 )
 from envs.scenarios import PRESETS, load_preset, random_farm
 from envs.server_farm import ServerFarmEnv
-from tests.conftest import expected_server_mask, masked_choice, random_scenario_dict
+from tests.helpers import (
+    ENV_IDS,
+    expected_mask,
+    expected_obs,
+    expected_server_mask,
+    make_env,
+    masked_choice,
+    random_env_configs,
+)
 
-MODES = ["server", "group"]
-IDS = {"server": "ServerFarm-v0", "group": "ServerFarmGroup-v0"}
-
-RANDOM_CONFIGS = [random_farm(s) for s in range(4)] + [
-    farm_from_dict(random_scenario_dict(s, time_varying=True, general_sizes=True)) for s in (11, 12)
-]
-
-
-def make(scenario: Any, mode: str, **kw: Any) -> gym.Env:
-    return gym.make(IDS[mode], scenario=scenario, **kw)
+MODES = list(ENV_IDS)
+IDS = ENV_IDS
+RANDOM_CONFIGS = random_env_configs()
+make = make_env
 
 
 # ---------------------------------------------------------------------------------------------
 # reference encodings (from the documentation, independent of the env's implementation)
 # ---------------------------------------------------------------------------------------------
-def expected_obs(env: ServerFarmEnv) -> np.ndarray:
-    c, sim, j = env.config, env.sim, env.unwrapped._job
-    if env.action_mode == "server":
-        state = sim.occ / c.buffers[c.server_group]
-    else:
-        hoff = hist_offsets(c)
-        state = np.zeros(int(hoff[-1]))
-        for k, g in enumerate(c.groups):
-            occ = sim.occ[c.group_offsets[k] : c.group_offsets[k + 1]]
-            state[hoff[k] : hoff[k + 1]] = np.bincount(occ, minlength=g.buffer + 1) / g.count
-    iv = np.zeros(n_interval_features(c))
-    if iv.size:
-        iv[sim.interval] = 1.0
-    return np.concatenate([state, iv, np.eye(c.n_job_types)[j]]).astype(np.float32)
-
-
-def expected_mask(env: ServerFarmEnv) -> np.ndarray:
-    c, sim, j = env.config, env.sim, env.unwrapped._job
-    if env.action_mode == "server":
-        return expected_server_mask(c, sim.occ, j)
-    loff = level_offsets(c)
-    mask = np.zeros(int(loff[-1]), dtype=bool)
-    for k, g in enumerate(c.groups):
-        occ = sim.occ[c.group_offsets[k] : c.group_offsets[k + 1]]
-        for b in range(g.buffer):
-            mask[loff[k] + b] = k in c.job_types[j].groups and bool(np.any(occ == b))
-    return mask
-
-
 def pas_action(env: ServerFarmEnv) -> int:
     """Where PAS sends the pending job: the most efficient group, ties to the smallest index."""
     c, sim, j = env.config, env.sim, env.unwrapped._job
@@ -118,11 +88,10 @@ CHECK_SCENARIOS = list(PRESETS) + RANDOM_CONFIGS
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", CHECK_SCENARIOS, ids=lambda s: getattr(s, "name", s))
-def test_gymnasium_and_sb3_checkers(scenario: str | FarmConfig, mode: str) -> None:
+def test_gymnasium_checker(scenario: str | FarmConfig, mode: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gym_check_env(make(scenario, mode, render_mode="ansi").unwrapped)
-        sb3_check_env(make(scenario, mode).unwrapped, warn=True)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -140,7 +109,6 @@ def test_checkers_with_options(options: dict, mode: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         gym_check_env(make(scenario, mode, **options).unwrapped)
-        sb3_check_env(make(scenario, mode, **options).unwrapped, warn=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -478,19 +446,3 @@ def test_gymnasium_make_vec(mode: str) -> None:
 def test_gymnasium_async_vector_env_group_mode() -> None:
     fns = [lambda: gym.make("ServerFarmGroup-v0", scenario="small-1", max_episode_steps=3)] * 2
     _drive_gym_vector(gym.vector.AsyncVectorEnv(fns, context="fork"), 8)
-
-
-@pytest.mark.parametrize("cls", [DummyVecEnv, SubprocVecEnv])
-def test_sb3_vec_envs(cls: type) -> None:
-    fns = [lambda: gym.make("ServerFarm-v0", scenario="tiny")] * 2
-    venv = cls(fns, start_method="fork") if cls is SubprocVecEnv else cls(fns)
-    venv.seed(0)
-    obs = venv.reset()
-    assert obs.shape == (2, 6)
-    for _ in range(10):
-        masks = np.array(venv.env_method("action_masks"))
-        actions = np.array([int(np.flatnonzero(m)[0]) for m in masks])
-        obs, rewards, dones, infos = venv.step(actions)
-        assert obs.shape == (2, 6) and rewards.shape == (2,) and not dones.any()
-        assert all(not i["invalid_action"] for i in infos)
-    venv.close()
