@@ -243,7 +243,7 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
     hp_file = cli.get("hyperparams", base.get("hyperparams", Args.hyperparams))
     merged: dict[str, Any] = dict(base)
     if not base:
-        from envs.config import load_scenario
+        from envs.scenarios import load_scenario
 
         key = scenario_key(scenario, load_scenario(scenario).name)
         file_vals = load_hyperparams(hp_file, key, mode)
@@ -474,7 +474,7 @@ def train(a: Args) -> dict[str, Any]:
         reference_efficiencies,
         write_sidecar,
     )
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     torch.set_num_threads(max(1, a.torch_threads))

@@ -30,8 +30,9 @@ import gymnasium as gym
 import numpy as np
 
 from baselines.base import Policy
-from envs.config import FarmConfig, farm_from_dict, load_scenario
+from envs.config import FarmConfig, farm_from_dict
 from envs.observation import check_action_mode, level_offsets, n_actions, obs_size
+from envs.scenarios import load_scenario
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator
 from evaluation.report import atomic_write, to_json

@@ -33,7 +33,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 
 
 @dataclass(frozen=True)

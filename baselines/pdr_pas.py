@@ -83,7 +83,7 @@ class PDRPASPolicy(Policy):
         if geo is None:
             raise ValueError(
                 f"pdr-pas needs a geo scenario (clusters, ingress points, latencies): farm "
-                f"{config.name!r} has none. Load one with envs.config.load_scenario('geo-us-eu') "
+                f"{config.name!r} has none. Load one with envs.scenarios.load_scenario('geo-us-eu') "
                 "(or a geo file/dict), which keeps the GeoConfig in FarmConfig.geo"
             )
         cluster_of_group = np.asarray(geo.cluster_of_farm_group(), dtype=np.int64)

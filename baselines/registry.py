@@ -20,7 +20,8 @@ from baselines.heuristics import (
 )
 from baselines.pas import PASPolicy, PriceAwarePASPolicy
 from baselines.whittle import WhittlePolicy
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 
 __all__ = ["POLICIES", "make_policy"]
 

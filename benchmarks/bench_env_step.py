@@ -29,7 +29,7 @@ import gymnasium as gym
 import envs  # noqa: F401  (registers the env ids)
 from benchmarks.common import Rate, command_line, machine, measure, table, write_json
 from envs import kernels as kn
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 
 
 def make_envs(big: int) -> dict[str, gym.Env]:

@@ -29,7 +29,7 @@ import resource, sys, time
 import numpy as np
 import gymnasium as gym
 import envs
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
 what, scale, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t0 = time.perf_counter()

@@ -36,7 +36,8 @@ from numba import njit
 
 from benchmarks.common import Rate, command_line, machine, measure, table, write_json
 from benchmarks.simpy_reference import SimpyFarm
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
 
 
@@ -122,7 +123,7 @@ _COMPILE_SCRIPT = r"""
 import time
 c0, w0 = time.process_time(), time.perf_counter()
 import numpy as np, gymnasium as gym, envs
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
 out = {"import": (time.process_time() - c0, time.perf_counter() - w0)}
 def lap(name, fn):

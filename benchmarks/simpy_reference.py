@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 
 
 @dataclass

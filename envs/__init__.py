@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from envs.config import ConfigError, FarmConfig, farm_from_dict, load_scenario
-from envs.scenarios import PRESETS, load_preset, random_farm
+from envs.config import FarmConfig, farm_from_dict
+from envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator, SimStats
+from envs.validation import ConfigError
 
 __all__ = [
     "PRESETS",

@@ -18,31 +18,41 @@ rate and power functions mu_k(n), eps_k(n), n = 0..B_k.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+
+from envs.validation import (
+    MAX_JOB_SLOTS,
+    MAX_LEVELS,
+    MAX_OVERLOAD,
+    MAX_SERVERS,
+    MIN_ARRIVALS_PER_INTERVAL,
+    ConfigError,
+    check_keys,
+    integer,
+    name_list,
+    number,
+    require,
+    schedule,
+    server_group_fields,
+)
 
 __all__ = [
     "DISTRIBUTIONS",
     "ConfigError",
     "FarmConfig",
+    "GeoOrigin",
     "GroupConfig",
     "JobSizeConfig",
     "JobTypeConfig",
     "farm_from_dict",
-    "load_scenario",
+    "job_size_from_spec",
 ]
-
-
-class ConfigError(ValueError):
-    """A scenario is invalid. The message names the offending field and how to fix it."""
-
 
 #: job-size distributions (all with mean 1) and the parameters each accepts.
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -163,6 +173,34 @@ class JobTypeConfig:
         return float(np.mean(self.arrival_rate))
 
 
+class GeoOrigin(Protocol):
+    """What a farm built from a geo scenario remembers of it (``FarmConfig.geo``).
+
+    :class:`envs.geo.GeoConfig` is the implementation; it sits above this module (it builds
+    farms with :func:`farm_from_dict`), so the farm names the interface instead of the class.
+    Geo-aware policies (``baselines.pdr_pas``) read these members and pass the object on to the
+    PDR solver, which takes the full ``GeoConfig``.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_clusters(self) -> int: ...
+
+    @property
+    def n_ingress(self) -> int: ...
+
+    @property
+    def n_intervals(self) -> int: ...
+
+    def cluster_of_farm_group(self) -> np.ndarray: ...
+
+    def farm_group_names(self) -> list[str]: ...
+
+    def check_interval(self, interval: int) -> int: ...
+
+
 @dataclass(frozen=True)
 class FarmConfig:
     """A validated server-farm scenario. Build it with :func:`load_scenario` or :func:`farm_from_dict`.
@@ -177,9 +215,9 @@ class FarmConfig:
     job_size: JobSizeConfig = field(default_factory=JobSizeConfig)
     interval_length: float = 1.0
     description: str = ""
-    #: the ``envs.geo.GeoConfig`` this farm was built from (``GeoConfig.to_farm``), else None;
-    #: geo-aware policies (PDR+PAS) read it
-    geo: Any = field(default=None, compare=False, repr=False)
+    #: the ``envs.geo.GeoConfig`` this farm was built from (``envs.scenarios.load_scenario`` of a
+    #: geo scenario sets it), else None; geo-aware policies (PDR+PAS) read it
+    geo: GeoOrigin | None = field(default=None, compare=False, repr=False)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -347,118 +385,31 @@ def _stretch(values: tuple[float, ...], n: int) -> list[float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# loading and validation
+# validation (the shared primitives and limits are in envs.validation)
 # ---------------------------------------------------------------------------------------------
 _TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval_length"}
 _GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price"}
 _JOB_KEYS = {"name", "arrival_rate", "groups", "job_size"}
 
 
-def _check_keys(d: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    if not isinstance(d, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {type(d).__name__}")
-    unknown = sorted(set(d) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {unknown}; allowed keys are {sorted(allowed)} "
-            "(check the spelling)"
-        )
-
-
-def _require(d: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in d:
-        raise ConfigError(f"{where}.{key}: missing (required)")
-    return d[key]
-
-
-def _number(v: Any, where: str, *, positive: bool = False, nonneg: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{where}: expected a number, got {v!r}")
-    x = float(v)
-    if not math.isfinite(x):
-        raise ConfigError(f"{where}: must be finite, got {v!r}")
-    if positive and x <= 0:
-        raise ConfigError(f"{where}: must be > 0, got {v!r}")
-    if nonneg and x < 0:
-        raise ConfigError(f"{where}: must be >= 0, got {v!r}")
-    return x
-
-
-def _integer(v: Any, where: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        else:
-            raise ConfigError(f"{where}: expected an integer, got {v!r}")
-    if v < minimum:
-        raise ConfigError(f"{where}: must be >= {minimum}, got {v!r}")
-    return int(v)
-
-
-def _levels(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
-    """A scalar (same at every level) or a list of exactly ``n`` per-level values."""
-    if isinstance(v, (list, tuple)):
-        if len(v) != n:
-            raise ConfigError(
-                f"{where}: a list must have one value per buffer level 1..buffer "
-                f"(length {n}), got length {len(v)}"
-            )
-        return tuple(_number(x, f"{where}[{i}]", positive=positive) for i, x in enumerate(v))
-    return (_number(v, where, positive=positive),) * n
-
-
-def _schedule(v: Any, where: str, *, positive: bool) -> tuple[float, ...]:
-    """A scalar or a non-empty list, one value per time interval."""
-    if isinstance(v, (list, tuple)):
-        if len(v) == 0:
-            raise ConfigError(f"{where}: an empty list; give a number or one value per interval")
-        vals = tuple(
-            _number(x, f"{where}[{i}]", nonneg=True, positive=False) for i, x in enumerate(v)
-        )
-        if positive and sum(vals) <= 0:
-            raise ConfigError(f"{where}: at least one interval must have a positive value")
-        return vals
-    return (_number(v, where, positive=positive),)
-
-
-def server_group_fields(
-    g: Mapping[str, Any], w: str
-) -> tuple[int, tuple[float, ...], tuple[float, ...], float, int]:
-    """Validate the server fields shared by farm groups and geo cluster groups.
-
-    Returns ``(count, service_rate, busy_power, idle_power, buffer)``; ``w`` names the group in
-    error messages.
-    """
-    buf = _integer(_require(g, "buffer", w), f"{w}.buffer", 1)
-    count = _integer(_require(g, "count", w), f"{w}.count", 1)
-    mu = _levels(_require(g, "service_rate", w), buf, f"{w}.service_rate", positive=True)
-    eps = _levels(_require(g, "busy_power", w), buf, f"{w}.busy_power", positive=True)
-    eps0 = _number(_require(g, "idle_power", w), f"{w}.idle_power", nonneg=True)
-    for n, e in enumerate(eps, start=1):
-        if e <= eps0:
-            raise ConfigError(
-                f"{w}.busy_power: must exceed idle_power ({eps0}) at every level, "
-                f"got {e} at level {n}"
-            )
-    return count, mu, eps, eps0, buf
-
-
-def _job_size(d: Any, where: str) -> JobSizeConfig:
+def job_size_from_spec(d: Any, where: str) -> JobSizeConfig:
+    """Validate a job-size spec (a mapping like ``{distribution: erlang, k: 2}`` or a bare
+    distribution name); ``where`` names the field in error messages."""
     if isinstance(d, str):
         d = {"distribution": d}
     if not isinstance(d, Mapping):
         raise ConfigError(f"{where}: expected a mapping like {{distribution: exponential}}")
     dist = d.get("distribution", "exponential")
-    if dist not in DISTRIBUTIONS:
+    if not isinstance(dist, str) or dist not in DISTRIBUTIONS:
         raise ConfigError(
             f"{where}.distribution: unknown distribution {dist!r}; choose one of {list(DISTRIBUTIONS)}"
         )
-    _check_keys(d, {"distribution", *DISTRIBUTIONS[dist]}, where)
+    check_keys(d, {"distribution", *DISTRIBUTIONS[dist]}, where)
     kw: dict[str, Any] = {}
     if dist == "erlang":
-        kw["k"] = _integer(_require(d, "k", where), f"{where}.k", 1)
+        kw["k"] = integer(require(d, "k", where), f"{where}.k", 1, 1_000_000)
     elif dist == "hyperexponential":
-        scv = _number(_require(d, "scv", where), f"{where}.scv")
+        scv = number(require(d, "scv", where), f"{where}.scv", bounded=True)
         if scv <= 1:
             raise ConfigError(
                 f"{where}.scv: hyperexponential needs scv > 1, got {scv} "
@@ -466,9 +417,9 @@ def _job_size(d: Any, where: str) -> JobSizeConfig:
             )
         kw["scv"] = scv
     elif dist == "lognormal":
-        kw["scv"] = _number(_require(d, "scv", where), f"{where}.scv", positive=True)
+        kw["scv"] = number(require(d, "scv", where), f"{where}.scv", positive=True, bounded=True)
     elif dist == "pareto":
-        alpha = _number(_require(d, "alpha", where), f"{where}.alpha")
+        alpha = number(require(d, "alpha", where), f"{where}.alpha", bounded=True)
         if alpha <= 1:
             raise ConfigError(
                 f"{where}.alpha: pareto needs alpha > 1 for a finite mean, got {alpha}"
@@ -479,45 +430,45 @@ def _job_size(d: Any, where: str) -> JobSizeConfig:
 
 def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     """Validate a scenario given as a plain dict and build a :class:`FarmConfig`."""
-    _check_keys(d, _TOP_KEYS, "scenario")
+    check_keys(d, _TOP_KEYS, "scenario")
     name = str(d.get("name", "unnamed"))
-    groups_in = _require(d, "groups", "scenario")
+    groups_in = require(d, "groups", "scenario")
     if not isinstance(groups_in, Sequence) or isinstance(groups_in, str) or len(groups_in) == 0:
         raise ConfigError("scenario.groups: must be a non-empty list of server groups")
     groups: list[GroupConfig] = []
     names: dict[str, int] = {}
     for i, g in enumerate(groups_in):
         w = f"groups[{i}]"
-        _check_keys(g, _GROUP_KEYS, w)
+        check_keys(g, _GROUP_KEYS, w)
         gname = str(g.get("name", f"g{i}"))
         w = f"groups[{i}] ({gname})"
         if gname in names:
             raise ConfigError(f"{w}.name: duplicate group name {gname!r}; names must be unique")
         names[gname] = i
         count, mu, eps, eps0, buf = server_group_fields(g, w)
-        price = _schedule(g.get("price", 1.0), f"{w}.price", positive=True)
+        price = schedule(g.get("price", 1.0), f"{w}.price", positive=True)
         groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price))
 
-    default_size = _job_size(d.get("job_size", {"distribution": "exponential"}), "job_size")
-    jobs_in = _require(d, "job_types", "scenario")
+    default_size = job_size_from_spec(
+        d.get("job_size", {"distribution": "exponential"}), "job_size"
+    )
+    jobs_in = require(d, "job_types", "scenario")
     if not isinstance(jobs_in, Sequence) or isinstance(jobs_in, str) or len(jobs_in) == 0:
         raise ConfigError("scenario.job_types: must be a non-empty list of job types")
     jobs: list[JobTypeConfig] = []
     jnames: set[str] = set()
     for i, j in enumerate(jobs_in):
         w = f"job_types[{i}]"
-        _check_keys(j, _JOB_KEYS, w)
+        check_keys(j, _JOB_KEYS, w)
         jname = str(j.get("name", f"j{i}"))
         w = f"job_types[{i}] ({jname})"
         if jname in jnames:
             raise ConfigError(f"{w}.name: duplicate job type name {jname!r}; names must be unique")
         jnames.add(jname)
-        rate = _schedule(_require(j, "arrival_rate", w), f"{w}.arrival_rate", positive=True)
-        gl = _require(j, "groups", w)
-        if isinstance(gl, str) or not isinstance(gl, Sequence) or len(gl) == 0:
-            raise ConfigError(
-                f"{w}.groups: must be a non-empty list of group names (the groups this type may use)"
-            )
+        rate = schedule(require(j, "arrival_rate", w), f"{w}.arrival_rate", positive=True)
+        gl = name_list(
+            require(j, "groups", w), f"{w}.groups", "group names (the groups this type may use)"
+        )
         idx = []
         for gn in gl:
             if gn not in names:
@@ -527,7 +478,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
             if names[gn] in idx:
                 raise ConfigError(f"{w}.groups: group {gn!r} listed twice")
             idx.append(names[gn])
-        js = _job_size(j["job_size"], f"{w}.job_size") if "job_size" in j else None
+        js = job_size_from_spec(j["job_size"], f"{w}.job_size") if "job_size" in j else None
         jobs.append(JobTypeConfig(jname, rate, tuple(sorted(idx)), js))
 
     lens = {len(j.arrival_rate) for j in jobs} | {len(g.price) for g in groups}
@@ -537,7 +488,8 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
             f"arrival_rate/price schedules: all lists must have the same number of intervals, "
             f"got lengths {sorted(lens)}"
         )
-    interval = _number(d.get("interval_length", 1.0), "interval_length", positive=True)
+    interval = number(d.get("interval_length", 1.0), "interval_length", positive=True, bounded=True)
+    _check_simulable(groups, jobs, interval)
     return FarmConfig(
         name=name,
         groups=tuple(groups),
@@ -548,53 +500,46 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     )
 
 
-def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig) -> FarmConfig:
-    """Load a scenario from a preset name, a YAML/JSON file path, a dict, or a FarmConfig.
-
-    Geo scenarios (``envs.geo``: presets such as ``"geo-us-eu"``, files or dicts with ``clusters``)
-    are accepted too and turned into their farm by ``GeoConfig.to_farm()``; the farm's ``geo``
-    field keeps the geo config for geo-aware policies.
-    """
-    if isinstance(spec, FarmConfig):
-        return spec
-    if isinstance(spec, Mapping):
-        return _geo_farm(spec) if "clusters" in spec else farm_from_dict(spec)
-    if type(spec).__name__ == "GeoConfig":
-        return _geo_farm(spec)
-    if not isinstance(spec, (str, Path)):
+def _check_simulable(
+    groups: list[GroupConfig], jobs: list[JobTypeConfig], interval_length: float
+) -> None:
+    """Farm-wide limits that keep the event loop finite and the arrays in memory (the reasons
+    are in the ``envs.validation`` docstring)."""
+    n_servers = sum(g.count for g in groups)
+    if n_servers > MAX_SERVERS:
         raise ConfigError(
-            f"scenario: expected a preset name, a file path, a dict or a FarmConfig, got {type(spec).__name__}"
+            f"groups: {n_servers:,} servers in all; at most {MAX_SERVERS:,} fit the simulator's "
+            "per-server arrays (lower the counts)"
         )
-    from envs.geo import geo_presets
-    from envs.scenarios import PRESETS, load_preset
-
-    if isinstance(spec, str) and spec in PRESETS:
-        return load_preset(spec)
-    path = Path(spec)
-    if isinstance(spec, str) and not path.is_file() and spec in geo_presets():
-        return _geo_farm(spec)
-    if not path.is_file():
+    n_levels = sum(g.buffer for g in groups)
+    if n_levels > MAX_LEVELS:
         raise ConfigError(
-            f"scenario: {str(spec)!r} is neither a preset ({sorted(PRESETS)}), a geo preset "
-            f"({geo_presets()}) nor an existing file"
+            f"groups: the buffers add up to {n_levels:,} levels; at most {MAX_LEVELS:,} keep the "
+            "relaxation-bound LP and the group-mode spaces tractable (lower the buffers)"
         )
-    text = path.read_text()
-    if path.suffix.lower() == ".json":
-        data = json.loads(text)
-    else:
-        import yaml
-
-        data = yaml.safe_load(text)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"scenario file {path}: top level must be a mapping")
-    return _geo_farm(data) if "clusters" in data else farm_from_dict(data)
-
-
-def _geo_farm(spec: Any) -> FarmConfig:
-    """The farm of a geo scenario (see ``envs.geo``), remembering the geo config it came from."""
-    from dataclasses import replace
-
-    from envs.geo import load_geo_scenario
-
-    geo = load_geo_scenario(spec)
-    return replace(geo.to_farm(), geo=geo)
+    slots = n_servers * max(g.buffer for g in groups)
+    if slots > MAX_JOB_SLOTS:
+        raise ConfigError(
+            f"groups: {n_servers:,} servers x largest buffer {max(g.buffer for g in groups):,} = "
+            f"{slots:,} job slots; at most {MAX_JOB_SLOTS:,} fit in memory (lower the counts or "
+            "the buffers)"
+        )
+    for i, jt in enumerate(jobs):
+        capacity = sum(groups[k].count * max(groups[k].service_rate) for k in jt.groups)
+        peak = max(jt.arrival_rate)
+        if peak > MAX_OVERLOAD * capacity:
+            raise ConfigError(
+                f"job_types[{i}] ({jt.name}).arrival_rate: {peak:g} is more than "
+                f"{MAX_OVERLOAD:g}x the total service rate {capacity:g} of its groups; every "
+                "decision would cost that many blocked arrivals (blocking above 99.9%). Lower "
+                "the rate or give the type more servers"
+            )
+    n_int = max([len(j.arrival_rate) for j in jobs] + [len(g.price) for g in groups])
+    if n_int > 1:
+        mean_total = sum(float(np.mean(j.arrival_rate)) for j in jobs)
+        if interval_length * mean_total < MIN_ARRIVALS_PER_INTERVAL:
+            raise ConfigError(
+                f"interval_length: {interval_length:g} time units hold {interval_length * mean_total:g}"
+                f" arrivals on average; at least {MIN_ARRIVALS_PER_INTERVAL:g} are needed (the "
+                "simulator stops at every interval boundary). Lengthen the intervals"
+            )

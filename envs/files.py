@@ -27,9 +27,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
-    loader.flatten_mapping(node)
+    # only the keys written in this mapping count: keys merged in with ``<<: *anchor`` may be
+    # overridden by an explicit key (YAML's merge rule), so the check runs before flattening
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             first = seen.get(key)
@@ -43,6 +46,7 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
                 key_node.start_mark,
             )
         seen[key] = key_node.start_mark.line + 1
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=deep)
 
 
@@ -60,6 +64,17 @@ def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _json_duplicate_line(text: str) -> str:
+    """``"line N: "`` of the first duplicate key in JSON ``text``, found by the YAML reader
+    (JSON without tabs is YAML, and its duplicate check knows positions); ``""`` if it cannot."""
+    try:
+        yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as e:
+        if e.problem_mark is not None and "duplicate key" in str(e.problem):
+            return f"line {e.problem_mark.line + 1}: "
+    return ""
+
+
 def parse_mapping_text(text: str, source: str, fmt: str = "yaml") -> dict[str, Any]:
     """Parse YAML (``fmt="yaml"``) or JSON text whose top level must be a mapping.
 
@@ -71,7 +86,7 @@ def parse_mapping_text(text: str, source: str, fmt: str = "yaml") -> dict[str, A
         except json.JSONDecodeError as e:
             raise FileFormatError(f"{source}: line {e.lineno}: {e.msg} (column {e.colno})") from e
         except ValueError as e:  # the duplicate-key hook; json gives no position for it
-            raise FileFormatError(f"{source}: {e}") from e
+            raise FileFormatError(f"{source}: {_json_duplicate_line(text)}{e}") from e
     elif fmt == "yaml":
         try:
             data = yaml.load(

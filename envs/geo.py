@@ -39,7 +39,6 @@ Units and modelling choices (all documented in ``docs/pdr.md``):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,16 +47,14 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import (
+from envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
+from envs.scenario_files import read_scenario_file, read_shipped_scenario, shipped_scenarios
+from envs.validation import (
     ConfigError,
-    FarmConfig,
-    JobSizeConfig,
-    _check_keys,
-    _integer,
-    _job_size,
-    _number,
-    _require,
-    farm_from_dict,
+    check_keys,
+    integer,
+    number,
+    require,
     server_group_fields,
 )
 
@@ -73,6 +70,9 @@ __all__ = [
     "geo_presets",
     "load_geo_scenario",
 ]
+
+#: most intervals in a geo day (a one-hot entry of the observation and a PDR LP each)
+MAX_INTERVALS = 100_000
 
 #: processing-delay models a cluster may use (see :class:`DelayModel`).
 DELAY_MODELS = ("mm1", "constant")
@@ -451,22 +451,23 @@ def diurnal_profile(mean: float, amplitude: float, peak: float, n_intervals: int
 def _series(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
     """A scalar, a list of exactly ``n`` values, or a diurnal profile mapping, expanded to n values."""
     if isinstance(v, Mapping):
-        _check_keys(v, _PROFILE_KEYS, where)
-        prof = _require(v, "profile", where)
+        check_keys(v, _PROFILE_KEYS, where)
+        prof = require(v, "profile", where)
         if prof != "diurnal":
             raise ConfigError(
                 f"{where}.profile: unknown profile {prof!r}; the only one is 'diurnal'"
             )
-        mean = _number(_require(v, "mean", where), f"{where}.mean", positive=True)
-        amp = _number(v.get("amplitude", 0.0), f"{where}.amplitude", nonneg=True)
+        mean = number(require(v, "mean", where), f"{where}.mean", positive=True, bounded=True)
+        amp = number(v.get("amplitude", 0.0), f"{where}.amplitude", nonneg=True)
         if amp > 1 or (positive and amp >= 1):
             raise ConfigError(
                 f"{where}.amplitude: must be in [0, 1{')' if positive else ']'} so every value "
                 f"stays {'positive' if positive else 'non-negative'}, got {amp}"
             )
-        peak = _number(v.get("peak", 0.0), f"{where}.peak")
+        peak = number(v.get("peak", 0.0), f"{where}.peak")
         vals = diurnal_profile(mean, amp, peak, n)
-        return tuple(float(max(x, 0.0)) for x in vals)
+        # amplitude 1 reaches 0 at the trough up to rounding (+-1e-16 x mean): that is a zero
+        return tuple(float(x) if x > 1e-12 * mean else 0.0 for x in vals)
     if isinstance(v, (list, tuple)):
         if len(v) != n:
             raise ConfigError(
@@ -474,10 +475,11 @@ def _series(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
                 f"got length {len(v)}"
             )
         vals = tuple(
-            _number(x, f"{where}[{t}]", positive=positive, nonneg=True) for t, x in enumerate(v)
+            number(x, f"{where}[{t}]", positive=positive, nonneg=True, bounded=True)
+            for t, x in enumerate(v)
         )
         return vals
-    return (_number(v, where, positive=positive, nonneg=True),) * n
+    return (number(v, where, positive=positive, nonneg=True, bounded=True),) * n
 
 
 def _per_cluster(
@@ -497,39 +499,39 @@ def _per_cluster(
         missing = [c for c in names if c not in v]
         if missing:
             raise ConfigError(f"{where}: missing value(s) for cluster(s) {missing}")
-        return tuple(_number(v[c], f"{where}[{c}]", nonneg=True) for c in names)
+        return tuple(number(v[c], f"{where}[{c}]", nonneg=True) for c in names)
     if isinstance(v, (list, tuple)):
         if len(v) != len(names):
             raise ConfigError(
                 f"{where}: a list needs one value per cluster in order {list(names)} "
                 f"(length {len(names)}), got length {len(v)}"
             )
-        return tuple(_number(x, f"{where}[{names[k]}]", nonneg=True) for k, x in enumerate(v))
+        return tuple(number(x, f"{where}[{names[k]}]", nonneg=True) for k, x in enumerate(v))
     if default is None:
         raise ConfigError(
             f"{where}: expected a mapping {{cluster: value}} or a list with one value per cluster"
         )
-    return (_number(v, where, nonneg=True),) * len(names)
+    return (number(v, where, nonneg=True),) * len(names)
 
 
 def _delay(v: Any, where: str) -> DelayModel:
     if v is None:
         raise ConfigError(f"{where}: missing (required), e.g. {{model: mm1, base_ms: 20}}")
     if not isinstance(v, Mapping):
-        return DelayModel("mm1", _number(v, where, positive=True))
-    _check_keys(v, _DELAY_KEYS, where)
+        return DelayModel("mm1", number(v, where, positive=True))
+    check_keys(v, _DELAY_KEYS, where)
     model = v.get("model", "mm1")
     if model not in DELAY_MODELS:
         raise ConfigError(
             f"{where}.model: unknown model {model!r}; choose one of {list(DELAY_MODELS)}"
         )
-    base = _number(_require(v, "base_ms", where), f"{where}.base_ms", positive=True)
+    base = number(require(v, "base_ms", where), f"{where}.base_ms", positive=True)
     return DelayModel(model, base)
 
 
 def _group(g: Any, i: int, where: str) -> ClusterGroupConfig:
     w = f"{where}.groups[{i}]"
-    _check_keys(g, _GROUP_KEYS, w)
+    check_keys(g, _GROUP_KEYS, w)
     name = str(g.get("name", f"g{i}"))
     w = f"{where}.groups[{i}] ({name})"
     if "/" in name:
@@ -540,38 +542,41 @@ def _group(g: Any, i: int, where: str) -> ClusterGroupConfig:
 
 def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     """Validate a geo scenario given as a plain dict and build a :class:`GeoConfig`."""
-    _check_keys(d, _TOP_KEYS, "geo")
+    check_keys(d, _TOP_KEYS, "geo")
     name = str(d.get("name", "unnamed-geo"))
-    interval_length = _number(
-        _require(d, "interval_length", "geo"), "geo.interval_length", positive=True
+    interval_length = number(
+        require(d, "interval_length", "geo"), "geo.interval_length", positive=True, bounded=True
     )
-    n_int = _integer(_require(d, "n_intervals", "geo"), "geo.n_intervals", 1)
-    d_min = _number(d.get("d_min_ms", 0.0), "geo.d_min_ms", nonneg=True)
+    # every interval becomes an entry of the farm's schedules and of the observation's one-hot
+    n_int = integer(require(d, "n_intervals", "geo"), "geo.n_intervals", 1, MAX_INTERVALS)
+    d_min = number(d.get("d_min_ms", 0.0), "geo.d_min_ms", nonneg=True)
     d_max_raw = d.get("d_max_ms")
-    d_max = None if d_max_raw is None else _number(d_max_raw, "geo.d_max_ms", positive=True)
+    d_max = None if d_max_raw is None else number(d_max_raw, "geo.d_max_ms", positive=True)
     if d_max is not None and d_max < d_min:
         raise ConfigError(f"geo.d_max_ms: must be >= d_min_ms ({d_min}), got {d_max}")
     budget_raw = d.get("latency_budget_ms", d_max)
     if budget_raw is None or budget_raw == "full":
         budget = None
     else:
-        budget = _number(budget_raw, "geo.latency_budget_ms", positive=True)
-    cap = _number(
+        budget = number(budget_raw, "geo.latency_budget_ms", positive=True)
+    cap = number(
         d.get("utilisation_cap", DEFAULT_UTILISATION_CAP), "geo.utilisation_cap", positive=True
     )
     if cap >= 1:
         raise ConfigError(
             f"geo.utilisation_cap: must be in (0, 1) (the M/M/1 delay is infinite at 1), got {cap}"
         )
-    job_size = _job_size(d.get("job_size", {"distribution": "exponential"}), "geo.job_size")
+    job_size = job_size_from_spec(
+        d.get("job_size", {"distribution": "exponential"}), "geo.job_size"
+    )
 
-    cl_in = _require(d, "clusters", "geo")
+    cl_in = require(d, "clusters", "geo")
     if not isinstance(cl_in, Sequence) or isinstance(cl_in, str) or len(cl_in) == 0:
         raise ConfigError("geo.clusters: must be a non-empty list of clusters")
     clusters: list[ClusterConfig] = []
     for j, c in enumerate(cl_in):
         w = f"clusters[{j}]"
-        _check_keys(c, _CLUSTER_KEYS, w)
+        check_keys(c, _CLUSTER_KEYS, w)
         cname = str(c.get("name", f"c{j}"))
         w = f"clusters[{j}] ({cname})"
         if cname in {x.name for x in clusters}:
@@ -590,14 +595,14 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
         gnames = [g.name for g in groups]
         if len(set(gnames)) != len(gnames):
             raise ConfigError(f"{w}.groups: duplicate group names {gnames}; names must be unique")
-        pue = _number(c.get("pue", 1.0), f"{w}.pue", positive=True)
+        pue = number(c.get("pue", 1.0), f"{w}.pue", positive=True)
         if pue < 1:
             raise ConfigError(f"{w}.pue: power usage effectiveness must be >= 1, got {pue}")
-        price = _series(_require(c, "price", w), n_int, f"{w}.price", positive=True)
+        price = _series(require(c, "price", w), n_int, f"{w}.price", positive=True)
         delay = _delay(c.get("processing_delay"), f"{w}.processing_delay")
         cluster = ClusterConfig(cname, groups, pue, price, delay)
         if "capacity" in c:
-            u = _number(c["capacity"], f"{w}.capacity", positive=True)
+            u = number(c["capacity"], f"{w}.capacity", positive=True)
             raw = cluster.raw_capacity
             if u > raw or (delay.model == "mm1" and u >= raw):
                 raise ConfigError(
@@ -608,21 +613,21 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
         clusters.append(cluster)
     cnames = [c.name for c in clusters]
 
-    in_in = _require(d, "ingress", "geo")
+    in_in = require(d, "ingress", "geo")
     if not isinstance(in_in, Sequence) or isinstance(in_in, str) or len(in_in) == 0:
         raise ConfigError("geo.ingress: must be a non-empty list of ingress points")
     ingress: list[IngressConfig] = []
     for i, s in enumerate(in_in):
         w = f"ingress[{i}]"
-        _check_keys(s, _INGRESS_KEYS, w)
+        check_keys(s, _INGRESS_KEYS, w)
         iname = str(s.get("name", f"s{i}"))
         w = f"ingress[{i}] ({iname})"
         if iname in {x.name for x in ingress}:
             raise ConfigError(f"{w}.name: duplicate ingress name {iname!r}; names must be unique")
-        rate = _series(_require(s, "rate", w), n_int, f"{w}.rate", positive=False)
+        rate = _series(require(s, "rate", w), n_int, f"{w}.rate", positive=False)
         if sum(rate) <= 0:
             raise ConfigError(f"{w}.rate: at least one interval must have a positive rate")
-        lat = _per_cluster(_require(s, "latency_ms", w), cnames, f"{w}.latency_ms", default=None)
+        lat = _per_cluster(require(s, "latency_ms", w), cnames, f"{w}.latency_ms", default=None)
         net = _per_cluster(s.get("network_cost"), cnames, f"{w}.network_cost", default=0.0)
         ingress.append(IngressConfig(iname, rate, lat, net))
 
@@ -651,15 +656,9 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     return geo
 
 
-def _preset_dir() -> Path:
-    import scenarios
-
-    return Path(scenarios.__file__).resolve().parent
-
-
 def geo_presets() -> list[str]:
     """Names of the geo presets shipped in ``scenarios/`` (files ``geo-*.yaml``)."""
-    return sorted(p.stem for p in _preset_dir().glob("geo-*.yaml"))
+    return shipped_scenarios("geo-")
 
 
 def load_geo_scenario(spec: str | Path | Mapping[str, Any] | GeoConfig) -> GeoConfig:
@@ -675,19 +674,14 @@ def load_geo_scenario(spec: str | Path | Mapping[str, Any] | GeoConfig) -> GeoCo
         )
     path = Path(spec)
     if isinstance(spec, str) and not path.is_file() and spec in geo_presets():
-        path = _preset_dir() / f"{spec}.yaml"
+        return geo_from_dict(read_shipped_scenario(spec))
     if not path.is_file():
         raise ConfigError(
             f"geo scenario: {str(spec)!r} is neither a geo preset ({geo_presets()}) "
             "nor an existing file"
         )
-    text = path.read_text()
-    if path.suffix.lower() == ".json":
-        data = json.loads(text)
-    else:
-        import yaml
-
-        data = yaml.safe_load(text)
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"geo scenario file {path}: top level must be a mapping")
-    return geo_from_dict(data)
+    data = read_scenario_file(path)
+    try:
+        return geo_from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e

@@ -1,15 +1,26 @@
-"""Named preset scenarios (shipped as YAML in the ``scenarios`` package) and a seeded random-farm
-generator in the style of the paper's numerical section."""
+"""Where farms come from: :func:`load_scenario` (a preset name, a YAML/JSON file, a dict, a geo
+scenario), the named presets shipped as YAML in the ``scenarios`` package, and a seeded
+random-farm generator in the style of the paper's numerical section.
+
+This module sits above both formats (``envs.config`` for farms, ``envs.geo`` for geo scenarios,
+which builds farms), so neither of them needs to know the other's loader.
+"""
 
 from __future__ import annotations
 
-from importlib import resources
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from envs.config import ConfigError, FarmConfig, farm_from_dict
+from envs.config import FarmConfig, farm_from_dict
+from envs.geo import GeoConfig, geo_presets, load_geo_scenario
+from envs.scenario_files import read_scenario_file, read_shipped_scenario
+from envs.validation import ConfigError
+
+__all__ = ["PRESETS", "load_preset", "load_scenario", "random_farm"]
 
 #: preset name -> one-line description
 PRESETS: dict[str, str] = {
@@ -28,8 +39,53 @@ def load_preset(name: str) -> FarmConfig:
     """Load a preset by name (see :data:`PRESETS`)."""
     if name not in PRESETS:
         raise ConfigError(f"scenario: unknown preset {name!r}; presets are {sorted(PRESETS)}")
-    text = resources.files("scenarios").joinpath(f"{name}.yaml").read_text()
-    return farm_from_dict(yaml.safe_load(text))
+    return farm_from_dict(read_shipped_scenario(name))
+
+
+def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig | GeoConfig) -> FarmConfig:
+    """Load a scenario from a preset name, a YAML/JSON file path, a dict, or a FarmConfig.
+
+    Geo scenarios (``envs.geo``: presets such as ``"geo-us-eu"``, files or dicts with ``clusters``,
+    a ``GeoConfig``) are accepted too and turned into their farm by ``GeoConfig.to_farm()``; the
+    farm's ``geo`` field keeps the geo config for geo-aware policies. A file's errors start with
+    its path (``ConfigError``; unreadable or malformed files also name the line).
+    """
+    if isinstance(spec, FarmConfig):
+        return spec
+    if isinstance(spec, (Mapping, GeoConfig)):
+        return _from_dict(spec)
+    if not isinstance(spec, (str, Path)):
+        raise ConfigError(
+            "scenario: expected a preset name, a file path, a dict or a FarmConfig, "
+            f"got {type(spec).__name__}"
+        )
+    if isinstance(spec, str) and spec in PRESETS:
+        return load_preset(spec)
+    path = Path(spec)
+    if isinstance(spec, str) and not path.is_file() and spec in geo_presets():
+        return _geo_farm(spec)
+    if not path.is_file():
+        raise ConfigError(
+            f"scenario: {str(spec)!r} is neither a preset ({sorted(PRESETS)}), a geo preset "
+            f"({geo_presets()}) nor an existing file"
+        )
+    data = read_scenario_file(path)
+    try:
+        return _from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def _from_dict(spec: Mapping[str, Any] | GeoConfig) -> FarmConfig:
+    if isinstance(spec, GeoConfig) or "clusters" in spec:
+        return _geo_farm(spec)
+    return farm_from_dict(spec)
+
+
+def _geo_farm(spec: str | Mapping[str, Any] | GeoConfig) -> FarmConfig:
+    """The farm of a geo scenario, remembering the geo config it came from."""
+    geo = load_geo_scenario(spec)
+    return replace(geo.to_farm(), geo=geo)
 
 
 def random_farm(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -12,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs import kernels as kn
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
 from envs.observation import (
     check_action_mode,
     hist_offsets,
@@ -21,7 +20,9 @@ from envs.observation import (
     n_interval_features,
     obs_size,
 )
+from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
+from envs.validation import count_argument, real_argument
 
 INVALID_ACTION_MODES = ("fallback", "raise")
 _ONE = np.ones(1, dtype=bool)  # "reset env 0" for the batch-of-one kernel call
@@ -129,7 +130,9 @@ class ServerFarmEnv(gym.Env):
     are valid: servers available to the job's type and not full. A masked action is never
     executed as a block: with ``invalid_action="fallback"`` (default, what Gymnasium's checker
     needs) the job goes where PAS would send it and ``info["invalid_action"]`` is True; with
-    ``"raise"`` a ``ValueError`` is raised.
+    ``"raise"`` a ``ValueError`` is raised. An action outside the action space (a float, a
+    string, an array of shape (1,), an index out of range) is refused with a ``ValueError`` in
+    both cases, as ``action_space.contains`` would.
 
     ## Observation Space
 
@@ -201,26 +204,19 @@ class ServerFarmEnv(gym.Env):
     ):
         self.config = config = load_scenario(scenario)
         self.action_mode = check_action_mode(action_mode)
-        if not (reward_eta == "running" or isinstance(reward_eta, (int, float))):
-            raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
-        if isinstance(reward_eta, (int, float)) and not (
-            math.isfinite(reward_eta) and reward_eta >= 0
-        ):
-            raise ValueError(
-                f"reward_eta: a fixed eta must be a finite number >= 0, got {reward_eta}"
-            )
-        if not eta_tau > 0:
-            raise ValueError(f"eta_tau: must be > 0 (mean inter-arrival times), got {eta_tau}")
-        if not reward_scale > 0:
-            raise ValueError(f"reward_scale: must be > 0, got {reward_scale}")
+        if not (isinstance(reward_eta, str) and reward_eta == "running"):
+            if isinstance(reward_eta, str):
+                raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
+            real_argument(reward_eta, "reward_eta (a fixed eta)", minimum=0.0, strict=False)
+        real_argument(eta_tau, "eta_tau (mean inter-arrival times)", minimum=0.0, strict=True)
+        real_argument(reward_scale, "reward_scale", minimum=0.0, strict=True)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective: unknown {objective!r}; choose one of {list(OBJECTIVES)}")
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(
                 f"invalid_action: unknown {invalid_action!r}; choose one of {list(INVALID_ACTION_MODES)}"
             )
-        if int(warmup_epochs) < 0:
-            raise ValueError(f"warmup_epochs: must be >= 0, got {warmup_epochs}")
+        count_argument(warmup_epochs, "warmup_epochs", minimum=0)
         if warmup_policy not in ("pas", "random"):
             raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -236,6 +232,7 @@ class ServerFarmEnv(gym.Env):
 
         self.observation_space = spaces.Box(0.0, 1.0, (obs_size(config, action_mode),), np.float32)
         self.action_space = spaces.Discrete(n_actions(config, action_mode))
+        self._n_act = int(self.action_space.n)
         self.sim = FarmSimulator(config)
 
         # A step is one compiled call (envs.kernels.vec_step, as a batch of one) on packed
@@ -350,7 +347,15 @@ class ServerFarmEnv(gym.Env):
     def step(self, action):
         if not self._started:
             raise RuntimeError("call reset() before step()")
-        self._act[0] = int(action)
+        # what Gymnasium's envs do: refuse what the action space does not contain (floats,
+        # strings, arrays of shape (1,), None, out-of-range indices) instead of truncating it;
+        # Python ints skip Discrete.contains (the common case, on the hot path)
+        if type(action) is int:
+            if not 0 <= action < self._n_act:
+                raise ValueError(self._not_an_action(action))
+        elif not self.action_space.contains(action):
+            raise ValueError(self._not_an_action(action))
+        self._act[0] = action
         if kn.vec_step(
             self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim._tag
         ):
@@ -360,6 +365,13 @@ class ServerFarmEnv(gym.Env):
             )
         o = self._out.tolist()
         return self._obs.copy(), o[kn.X_REWARD], False, False, self._get_info(o)
+
+    def _not_an_action(self, action: Any) -> str:
+        return (
+            f"action {action!r} ({type(action).__name__}) is not in the action space "
+            f"{self.action_space}: expected an integer index 0..{self._n_act - 1} (a Python "
+            "int, a NumPy integer or a 0-d integer array)"
+        )
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 from evaluation import rollout as _ro
 from evaluation.parallel import run_units
 from evaluation.rollout import (

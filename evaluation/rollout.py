@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
+from envs.scenarios import load_scenario
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
 

@@ -70,8 +70,9 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from baselines.pas import PASPolicy  # noqa: E402
-from envs.config import FarmConfig, farm_from_dict, load_scenario  # noqa: E402
+from envs.config import FarmConfig, farm_from_dict  # noqa: E402
 from envs.geo import GeoConfig, load_geo_scenario  # noqa: E402
+from envs.scenarios import load_scenario  # noqa: E402
 from envs.server_farm import ServerFarmEnv  # noqa: E402
 from envs.simulator import FarmSimulator  # noqa: E402
 from evaluation.stats import summarize  # noqa: E402

@@ -14,7 +14,7 @@ from baselines.pas import PASPolicy, PriceAwarePASPolicy
 from baselines.pdr import routing_probabilities, solve_interval
 from baselines.pdr_pas import PDRPASPolicy
 from baselines.registry import make_policy
-from envs.config import FarmConfig, load_scenario
+from envs.config import FarmConfig
 from envs.observation import (
     counts_from_occupancy,
     hist_offsets,
@@ -22,6 +22,7 @@ from envs.observation import (
     n_interval_features,
     obs_size,
 )
+from envs.scenarios import load_scenario
 from evaluation.rollout import rollout
 
 Z = 5.0  # sigmas

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import yaml
 
-from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict, load_scenario
-from envs.scenarios import PRESETS, load_preset, random_farm
+from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict
+from envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
 from tests.helpers import random_scenario_dict
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -153,10 +154,10 @@ def test_builtin_random_is_uniform_over_the_mask() -> None:
     """run(1, "random") from a fixed state: the job lands on a uniformly random available
     non-full server (chi-square per job type). Service is so slow (rate 1e-9) that no departure
     happens within the test, so the state before the dispatch is known exactly."""
-    d = load_preset("tiny").to_dict()
-    for g in d["groups"]:
-        g["service_rate"] = 1e-9
-    c = farm_from_dict(d)
+    tiny = load_preset("tiny")
+    # below the validated range (envs.validation.VALUE_MIN) on purpose, hence built directly
+    slow = tuple(replace(g, service_rate=(1e-9,) * g.buffer) for g in tiny.groups)
+    c = replace(tiny, groups=slow)
     sim = FarmSimulator(c, seed=0)
     rng = np.random.default_rng(1)
     hits: dict[tuple[int, tuple[bool, ...]], np.ndarray] = {}

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the env ids)
-from envs.config import farm_from_dict, load_scenario
+from envs.config import farm_from_dict
+from envs.scenarios import load_scenario
 from envs.vector import ServerFarmVectorEnv
 
 SCALARS = ("work", "energy", "time", "throughput", "power", "efficiency", "blocking", "eta")

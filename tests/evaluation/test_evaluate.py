@@ -17,7 +17,7 @@ from scipy import stats as sps
 
 import evaluate as evaluate_cli
 import sweep as sweep_cli
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 from evaluation import (
     atomic_open,
     atomic_write,

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the env ids)
-from envs.config import FarmConfig, farm_from_dict, load_scenario
+from envs.config import FarmConfig, farm_from_dict
+from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,236 @@
+"""Validation primitives shared by the farm format (``envs.config``) and the geo format
+(``envs.geo``), and the limits that keep a valid scenario simulable and solvable.
+
+Every check raises :class:`ConfigError` (a ``ValueError``) whose message starts with the field's
+path (``groups[0] (slow).service_rate``) and says what would be accepted.
+
+Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_from_dict``):
+
+* :data:`VALUE_MIN`, :data:`VALUE_MAX`: every non-zero rate, power, price and interval length lies
+  in ``[1e-6, 1e6]``. Units are the user's choice and any farm can be rescaled into this range
+  (the efficiency only changes by the scale factors); values outside it are almost always a unit
+  slip. Within the range, the product of two values (rate x power in the objectives, rate x rate
+  in the balance rows) lies in [1e-12, 1e12], far from float64 overflow in the simulator's
+  integrals, and the LPs (exact optimum, relaxation bound, PDR; all solved by HiGHS) keep their
+  coefficients inside HiGHS's default ``small_matrix_value`` (1e-9: smaller entries are treated
+  as zero) and ``large_matrix_value`` (1e15: larger entries are treated as infinite). Outside
+  it, ``service_rate: 1e300`` failed inside HiGHS and ``arrival_rate: 1e300`` never advanced the
+  clock. A farm with service rates 1e-6 and 1e6 side by side simulates and solves (checked).
+* :data:`MAX_BUFFER`, :data:`MAX_LEVELS`: the per-level tables (K x (B+1)), the group-mode
+  observation and action (sum_k B_k + K and sum_k B_k entries), Whittle's per-level recursions
+  and above all the relaxation-bound LP (``sum_k (2 B_k + 1)`` variables, built row by row in
+  Python; HiGHS time grows faster than linearly) all grow with the buffers: a buffer of 10^6 ran
+  the bound LP for minutes at 3.8 GB. Measured here (2 cores): sum_k B_k = 10,000 (10 groups of
+  1,000 or 5 of 2,000) takes about 3 s, 5 groups of 10,000 take 81 s. So one group holds at
+  most 1,000 jobs per server (far beyond any modelled processor-sharing machine) and the farm
+  at most 10,000 levels in all.
+* :data:`MAX_SERVERS`, :data:`MAX_JOB_SLOTS`: the simulator keeps about ten int64/float64 arrays
+  of length S, and with general job sizes one remaining-work slot per (server, buffer place),
+  S x max B float64; 10^6 servers and 10^8 job slots (800 MB) are what one machine can hold
+  next to the rest (100x the largest preset, ``large-10k``).
+* :data:`MAX_OVERLOAD`: an arrival that finds all its groups full is blocked and the event loop
+  draws the next event without returning; with type j arriving at rate lambda_j into groups whose
+  total peak service rate is c_j, a decision costs about lambda_j / c_j events, so the loop ran
+  forever at ``arrival_rate: 1e300``. A type may offer at most 1000x the capacity of its groups
+  (blocking above 99.9%, no longer a dispatching problem), which bounds that cost.
+* :data:`MIN_ARRIVALS_PER_INTERVAL`: in a time-varying scenario the loop stops at every interval
+  boundary; with intervals much shorter than the time between arrivals it spends
+  ``1 / (interval_length x total arrival rate)`` iterations per arrival, and the boundary index
+  ``t / interval_length`` would pass 2^53 (where float64 stops counting) after about
+  2^53 x that many arrivals. At least one arrival per 1000 intervals on average bounds both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "MAX_BUFFER",
+    "MAX_JOB_SLOTS",
+    "MAX_LEVELS",
+    "MAX_OVERLOAD",
+    "MAX_SERVERS",
+    "MIN_ARRIVALS_PER_INTERVAL",
+    "VALUE_MAX",
+    "VALUE_MIN",
+    "ConfigError",
+    "check_keys",
+    "count_argument",
+    "integer",
+    "is_sequence",
+    "levels",
+    "name_list",
+    "number",
+    "real_argument",
+    "require",
+    "schedule",
+    "server_group_fields",
+]
+
+VALUE_MIN = 1e-6
+VALUE_MAX = 1e6
+MAX_BUFFER = 1_000
+MAX_LEVELS = 10_000
+MAX_SERVERS = 1_000_000
+MAX_JOB_SLOTS = 100_000_000
+MAX_OVERLOAD = 1000.0
+MIN_ARRIVALS_PER_INTERVAL = 1e-3
+
+
+class ConfigError(ValueError):
+    """A scenario is invalid. The message names the offending field and how to fix it."""
+
+
+def is_sequence(v: Any) -> bool:
+    """A list or tuple (what YAML/JSON lists become), not a string or a mapping."""
+    return isinstance(v, (list, tuple))
+
+
+def check_keys(d: Any, allowed: set[str], where: str) -> None:
+    """``d`` is a mapping whose keys are all in ``allowed``."""
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(d).__name__}")
+    unknown = sorted((str(k) for k in set(d) - allowed), key=str)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown}; allowed keys are {sorted(allowed)} "
+            "(check the spelling)"
+        )
+
+
+def require(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in d:
+        raise ConfigError(f"{where}.{key}: missing (required)")
+    return d[key]
+
+
+def number(
+    v: Any,
+    where: str,
+    *,
+    positive: bool = False,
+    nonneg: bool = False,
+    bounded: bool = False,
+) -> float:
+    """A finite real number (bool refused). ``bounded``: a non-zero value lies in
+    ``[VALUE_MIN, VALUE_MAX]`` in magnitude (rates, powers, prices; see the module docstring)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{where}: expected a number, got {v!r}")
+    x = float(v)
+    if not math.isfinite(x):
+        raise ConfigError(f"{where}: must be finite, got {v!r}")
+    if positive and x <= 0:
+        raise ConfigError(f"{where}: must be > 0, got {v!r}")
+    if nonneg and x < 0:
+        raise ConfigError(f"{where}: must be >= 0, got {v!r}")
+    if bounded and x != 0 and not VALUE_MIN <= abs(x) <= VALUE_MAX:
+        raise ConfigError(
+            f"{where}: {v!r} is outside [{VALUE_MIN:g}, {VALUE_MAX:g}], the range the simulator "
+            "and the LP solvers handle accurately; rescale the time or power unit of the "
+            "whole scenario"
+        )
+    return x
+
+
+def integer(v: Any, where: str, minimum: int, maximum: int | None = None) -> int:
+    """An integer (an integral float such as ``3.0`` is accepted, bool refused) in range."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise ConfigError(f"{where}: expected an integer, got {v!r}")
+    if v < minimum:
+        raise ConfigError(f"{where}: must be >= {minimum}, got {v!r}")
+    if maximum is not None and v > maximum:
+        raise ConfigError(f"{where}: must be <= {maximum:,}, got {v!r}")
+    return int(v)
+
+
+def levels(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
+    """A scalar (same at every level) or a list of exactly ``n`` per-level values."""
+    if is_sequence(v):
+        if len(v) != n:
+            raise ConfigError(
+                f"{where}: a list must have one value per buffer level 1..buffer "
+                f"(length {n}), got length {len(v)}"
+            )
+        return tuple(
+            number(x, f"{where}[{i}]", positive=positive, bounded=True) for i, x in enumerate(v)
+        )
+    return (number(v, where, positive=positive, bounded=True),) * n
+
+
+def schedule(v: Any, where: str, *, positive: bool) -> tuple[float, ...]:
+    """A scalar or a non-empty list, one value per time interval (zeros allowed in a list)."""
+    if is_sequence(v):
+        if len(v) == 0:
+            raise ConfigError(f"{where}: an empty list; give a number or one value per interval")
+        vals = tuple(number(x, f"{where}[{i}]", nonneg=True, bounded=True) for i, x in enumerate(v))
+        if positive and sum(vals) <= 0:
+            raise ConfigError(f"{where}: at least one interval must have a positive value")
+        return vals
+    return (number(v, where, positive=positive, bounded=True),)
+
+
+def name_list(v: Any, where: str, what: str) -> list[str]:
+    """A non-empty list of names (strings), e.g. the groups a job type may use."""
+    if not is_sequence(v) or len(v) == 0:
+        raise ConfigError(f"{where}: must be a non-empty list of {what}")
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            raise ConfigError(
+                f"{where}[{i}]: expected a name (a string), got {x!r}; give a flat list of {what}"
+            )
+    return list(v)
+
+
+def server_group_fields(
+    g: Mapping[str, Any], w: str
+) -> tuple[int, tuple[float, ...], tuple[float, ...], float, int]:
+    """Validate the server fields shared by farm groups and geo cluster groups.
+
+    Returns ``(count, service_rate, busy_power, idle_power, buffer)``; ``w`` names the group in
+    error messages.
+    """
+    buf = integer(require(g, "buffer", w), f"{w}.buffer", 1, MAX_BUFFER)
+    count = integer(require(g, "count", w), f"{w}.count", 1, MAX_SERVERS)
+    mu = levels(require(g, "service_rate", w), buf, f"{w}.service_rate", positive=True)
+    eps = levels(require(g, "busy_power", w), buf, f"{w}.busy_power", positive=True)
+    eps0 = number(require(g, "idle_power", w), f"{w}.idle_power", nonneg=True, bounded=True)
+    for n, e in enumerate(eps, start=1):
+        if e <= eps0:
+            raise ConfigError(
+                f"{w}.busy_power: must exceed idle_power ({eps0}) at every level, "
+                f"got {e} at level {n}"
+            )
+    return count, mu, eps, eps0, buf
+
+
+# ---------------------------------------------------------------------------------------------
+# function arguments (the env's constructor): plain ValueError naming the argument
+# ---------------------------------------------------------------------------------------------
+def real_argument(value: Any, name: str, *, minimum: float, strict: bool) -> float:
+    """A finite real number ``> minimum`` (``strict``) or ``>= minimum``; bool refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}: expected a number, got {value!r} ({type(value).__name__})")
+    x = float(value)
+    ok = x > minimum if strict else x >= minimum
+    if not (math.isfinite(x) and ok):
+        raise ValueError(
+            f"{name}: must be a finite number {'>' if strict else '>='} {minimum:g}, got {value!r}"
+        )
+    return x
+
+
+def count_argument(value: Any, name: str, *, minimum: int = 0) -> int:
+    """An integer ``>= minimum`` (Python or NumPy integer; an integral float is refused too,
+    since a count given as ``1.5`` is a mistake, not a request to truncate)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name}: expected an integer, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {value!r}")
+    return int(value)

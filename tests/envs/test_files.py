@@ -1,0 +1,117 @@
+"""envs.files, the one reader of users' YAML/JSON files, and the scenario loaders built on it:
+every unreadable file is refused with ``"<file>: line N: what is wrong"``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from envs.files import FileFormatError, load_mapping_file, parse_mapping_text
+from envs.geo import load_geo_scenario
+from envs.scenario_files import ScenarioFileError
+from envs.scenarios import load_scenario
+from envs.validation import ConfigError
+
+TINY_YAML = """\
+name: t
+groups:
+  - {name: slow, count: 2, service_rate: 1.0, busy_power: 2.0, idle_power: 1.0, buffer: 3}
+job_types:
+  - {name: web, arrival_rate: 1.5, groups: [slow]}
+"""
+
+# (id, file name, content, line the message must name, regex for the rest of the message)
+BAD_FILES: list[tuple[str, str, bytes, int, str]] = [
+    ("malformed yaml", "bad.yaml", b"name: t\ngroups: [1, 2\njob_types: []\n", 3, r"expected ','"),
+    (
+        "malformed json",
+        "bad.json",
+        b'{\n  "name": "t",\n  "groups": [1, 2,]\n}\n',
+        3,
+        r"Expecting value",
+    ),
+    ("binary", "farm.yaml", b"name: t\n\x89PNG\r\n\x1a\n\x00\xff\xfe", 2, r"not UTF-8"),
+    ("nul byte", "farm.yaml", b"name: t\ngroups: \x00\n", 2, r"binary data"),
+    (
+        "duplicate yaml key",
+        "dup.yaml",
+        b"groups:\n  - {name: slow, count: 2, count: 200, buffer: 3}\n",
+        2,
+        r"duplicate key 'count' \(first given on line 2\)",
+    ),
+    (
+        "duplicate yaml key across lines",
+        "dup2.yaml",
+        b"name: a\nbuffer: 3\nname: b\n",
+        3,
+        r"duplicate key 'name' \(first given on line 1\)",
+    ),
+    (
+        "duplicate json key",
+        "dup.json",
+        b'{\n  "count": 2,\n  "count": 200\n}\n',
+        3,
+        r"duplicate key 'count'",
+    ),
+    ("yaml list at top", "list.yaml", b"- 1\n- 2\n", 1, r"top level must be a mapping"),
+    ("json scalar at top", "num.json", b"42\n", 1, r"top level must be a mapping"),
+]
+
+
+def _message(path: Path, line: int, rest: str) -> str:
+    return rf"^{re.escape(str(path))}: line {line}: .*{rest}"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line", "rest"), [c[1:] for c in BAD_FILES], ids=[c[0] for c in BAD_FILES]
+)
+def test_bad_file_names_the_file_and_the_line(
+    tmp_path: Path, name: str, content: bytes, line: int, rest: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(FileFormatError, match=_message(path, line, rest)):
+        load_mapping_file(path)
+    # the scenario loaders give the same message, as a ConfigError that is also a FileFormatError
+    for load in (load_scenario, load_geo_scenario):
+        with pytest.raises(ScenarioFileError, match=_message(path, line, rest)) as err:
+            load(path)
+        assert isinstance(err.value, ConfigError) and isinstance(err.value, FileFormatError)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileFormatError, match=rf"^{re.escape(str(tmp_path / 'no.yaml'))}: no such"):
+        load_mapping_file(tmp_path / "no.yaml")
+    with pytest.raises(FileFormatError, match="is a directory"):
+        load_mapping_file(tmp_path)
+    # a path that does not exist is not a preset either: the loader says both
+    with pytest.raises(ConfigError, match="neither a preset"):
+        load_scenario(str(tmp_path / "no.yaml"))
+
+
+def test_duplicate_key_is_refused_not_overwritten() -> None:
+    """PyYAML and json keep the last of two equal keys; the reader refuses them."""
+    with pytest.raises(FileFormatError, match=r"<s>: line 1: .*duplicate key 'count'"):
+        parse_mapping_text("{count: 2, count: 200}", "<s>")
+    with pytest.raises(FileFormatError, match=r"<s>: .*duplicate key 'count'"):
+        parse_mapping_text('{"count": 2, "count": 200}', "<s>", "json")
+
+
+def test_valid_files_and_merge_keys(tmp_path: Path) -> None:
+    y = tmp_path / "farm.yaml"
+    y.write_text(TINY_YAML)
+    c = load_scenario(y)
+    assert c.n_servers == 2 and c.job_types[0].arrival_rate == (1.5,)
+    # YAML anchors and merge keys still work (flatten_mapping runs before the duplicate check)
+    text = "base: &b {count: 2, buffer: 3}\ngroup: {<<: *b, buffer: 4}\n"
+    assert parse_mapping_text(text, "<s>")["group"] == {"count": 2, "buffer": 4}
+    assert parse_mapping_text("", "<s>") == {}
+
+
+def test_a_scenario_error_in_a_file_names_the_file(tmp_path: Path) -> None:
+    p = tmp_path / "farm.yaml"
+    p.write_text(TINY_YAML.replace("buffer: 3", "buffer: 0"))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(p))}: groups\[0\] \(slow\)\.buffer"):
+        load_scenario(p)
