@@ -1,4 +1,7 @@
-"""Scenario configuration: typed, frozen dataclasses, loaded from YAML/JSON/dict and validated once.
+"""Scenario configuration: typed, frozen dataclasses, built from a dict and validated once.
+
+Files, presets and geo scenarios are turned into farms by :func:`envs.scenarios.load_scenario`;
+the checks shared with the geo format and the limits are in :mod:`envs.validation`.
 
 A scenario describes one server farm (see ``docs/model.md``)::
 
@@ -203,7 +206,8 @@ class GeoOrigin(Protocol):
 
 @dataclass(frozen=True)
 class FarmConfig:
-    """A validated server-farm scenario. Build it with :func:`load_scenario` or :func:`farm_from_dict`.
+    """A validated server-farm scenario. Build it with :func:`envs.scenarios.load_scenario` or
+    :func:`farm_from_dict`.
 
     Servers are numbered group by group in the order of ``groups``: server 0 is the first server of
     the first group, servers ``group_offsets[k] .. group_offsets[k+1]-1`` belong to group k.

@@ -81,6 +81,8 @@ def make_rllib_env(env_config: dict[str, Any] | None = None) -> gym.Env:
 
 def action_masking_module_spec(hiddens: tuple[int, ...] = (64, 64)) -> Any:
     """``RLModuleSpec`` of RLlib's example ``ActionMaskingTorchRLModule`` (PPO, torch)."""
+    # imported here on purpose: Ray is an optional dependency (the ``rllib`` extra), and the
+    # wrappers above must import and work without it
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.examples.rl_modules.classes.action_masking_rlm import (
         ActionMaskingTorchRLModule,

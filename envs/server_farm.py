@@ -349,8 +349,8 @@ class ServerFarmEnv(gym.Env):
             raise RuntimeError("call reset() before step()")
         # what Gymnasium's envs do: refuse what the action space does not contain (floats,
         # strings, arrays of shape (1,), None, out-of-range indices) instead of truncating it;
-        # Python ints skip Discrete.contains (the common case, on the hot path)
-        if type(action) is int:
+        # integer scalars (the common case, on the hot path) only need the range check
+        if type(action) is int or isinstance(action, np.integer):
             if not 0 <= action < self._n_act:
                 raise ValueError(self._not_an_action(action))
         elif not self.action_space.contains(action):

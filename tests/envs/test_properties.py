@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from envs.config import farm_from_dict
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator
+from envs.validation import VALUE_MIN
 from tests.helpers import (
     SAFE_INTERVALS,
     check_sim_invariants,
@@ -59,6 +60,7 @@ def scenario_dicts(draw: st.DrawFn) -> dict[str, Any]:
     for k in range(K):
         buf = draw(st.integers(1, 3))
         eps0 = draw(st.floats(0.0, 2.0))
+        eps0 = eps0 if eps0 >= VALUE_MIN else 0.0  # non-zero powers below 1e-6 are refused
         if draw(st.booleans()):
             mu: Any = draw(st.lists(positive, min_size=buf, max_size=buf))
             eps: Any = [eps0 + x for x in draw(st.lists(positive, min_size=buf, max_size=buf))]
