@@ -15,14 +15,10 @@ pytest.importorskip("sb3_contrib")
 
 import train
 from agents.callbacks import latest_checkpoint, save_model_atomic
-from agents.ppo import (
-    PPOAgent,
-    TrainingWrapper,
-    exact_efficiency,
-    model_predictor,
-    rollout_efficiency,
-    write_sidecar,
-)
+from agents.ppo import PPOAgent, model_predictor, write_sidecar
+from agents.wrappers import TrainingWrapper
+from evaluation.measure import exact_efficiency
+from evaluation.measure import simulated_efficiency as rollout_efficiency
 from envs import ServerFarmEnv, load_scenario
 
 # exact efficiencies (baselines.ctmc / reference-farms.yaml), copied here on purpose
