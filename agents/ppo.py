@@ -153,8 +153,10 @@ def _read_weights(path: Path, device: str) -> dict[str, Any]:
     try:
         with zipfile.ZipFile(path) as zf:
             if "policy.pth" not in zf.namelist():
+                # a truncated file can still parse: torch's own zip inside policy.pth remains
                 raise ValueError(
-                    f"{path}: no policy.pth in the zip; not a model saved by stable-baselines3"
+                    f"{path}: not a readable model zip (no policy.pth: truncated, corrupt, or not "
+                    "saved by stable-baselines3); use another checkpoint or retrain"
                 )
             raw = zf.read("policy.pth")
     except (zipfile.BadZipFile, zlib.error, EOFError) as err:
@@ -196,8 +198,23 @@ def _check_weight_sizes(
         )
 
 
-def _build_policy(meta: Mapping[str, Any], config: FarmConfig, mode: str, device: str) -> Any:
-    """A fresh MaskablePPO policy network with the sidecar's architecture and the farm's spaces."""
+def _layer_widths(state: Mapping[str, Any], net: str) -> list[int]:
+    """Hidden layer widths of ``mlp_extractor.<net>`` read from the weights' shapes."""
+    prefix = f"mlp_extractor.{net}."
+    idx = sorted(
+        int(k[len(prefix) :].split(".")[0])
+        for k in state
+        if k.startswith(prefix) and k.endswith(".weight")
+    )
+    return [int(state[f"{prefix}{i}.weight"].shape[0]) for i in idx]
+
+
+def _build_policy(
+    meta: Mapping[str, Any], state: Mapping[str, Any], config: FarmConfig, mode: str, device: str
+) -> Any:
+    """A fresh MaskablePPO policy network with the farm's spaces, the hidden layer widths of the
+    weights and the sidecar's activation (``policy.activation_fn``, else ``train_args``, else
+    SB3's default, Tanh)."""
     import torch
     from gymnasium import spaces
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
@@ -207,11 +224,12 @@ def _build_policy(meta: Mapping[str, Any], config: FarmConfig, mode: str, device
     activation = getattr(torch.nn, act_name, None)
     if not (isinstance(activation, type) and issubclass(activation, torch.nn.Module)):
         raise ValueError(f"sidecar: policy.activation_fn {act_name!r} is not a torch.nn activation")
+    net_arch = {"pi": _layer_widths(state, "policy_net"), "vf": _layer_widths(state, "value_net")}
     policy = MaskableActorCriticPolicy(
         spaces.Box(0.0, 1.0, (obs_size(config, mode),), np.float32),
         spaces.Discrete(n_actions(config, mode)),
         lambda _: 0.0,  # no optimiser steps: the learning rate is irrelevant here
-        net_arch=arch.get("net_arch"),
+        net_arch=net_arch,
         activation_fn=activation,
     )
     return policy.to(device)
@@ -278,13 +296,13 @@ class PPOAgent(Policy):
             return cls(MaskablePPO.load(p, device=device), config, mode, meta)
         state = _read_weights(p, device)
         _check_weight_sizes(p, state, config, mode)
-        policy = _build_policy(meta, config, mode, device)
+        policy = _build_policy(meta, state, config, mode, device)
         try:
             policy.load_state_dict(state)
         except RuntimeError as err:
             raise ValueError(
-                f"{p}: the weights do not fit the architecture in {sidecar_path(p).name} "
-                f"({str(err).splitlines()[0]})"
+                f"{p}: the weights do not fit a MaskablePPO MlpPolicy network "
+                f"({' '.join(str(err).split())})"
             ) from err
         policy.set_training_mode(False)
         return cls(policy, config, mode, meta)

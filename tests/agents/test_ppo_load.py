@@ -92,8 +92,10 @@ def test_code_hidden_in_the_data_entry_does_not_run_on_load(model_zip, tmp_path)
     assert not marker.exists()
     assert agent.action_mode == "server"
     # the payload is live: the trusted (unpickling) path runs it
-    with pytest.warns(UserWarning):
+    try:
         PPOAgent.load(bad, trust_pickle=True)
+    except Exception:  # the unpickled policy_kwargs is no dict: SB3 fails after running it
+        pass
     assert marker.read_text() == "code ran"
 
 
