@@ -7,9 +7,10 @@ stands alone), the action mode, the policy network's architecture and the traini
 
 Loading never unpickles. SB3's own ``MaskablePPO.load`` deserialises cloudpickled objects from the
 zip's ``data`` entry, so a crafted model file runs arbitrary code when loaded that way.
-:meth:`PPOAgent.load` instead rebuilds the policy network from the sidecar (architecture, spaces
-from the farm) and reads only the weights, ``policy.pth``, with ``torch.load(weights_only=True)``
-(tensors only; anything else is refused). A foreign SB3 zip (custom policy classes, no
+:meth:`PPOAgent.load` instead rebuilds the policy network (spaces from the sidecar's farm and
+action mode, activation from the sidecar, layer widths from the weights' shapes) and reads only
+the weights, ``policy.pth``, with ``torch.load(weights_only=True)`` (tensors only; anything else
+is refused). A foreign SB3 zip (custom policy classes, no
 architecture in its sidecar) can still be loaded with ``trust_pickle=True``: that runs code from
 the file, so only do it for files you trust as you would trust a Python script.
 """

@@ -125,6 +125,7 @@ class AggregatedSpace:
         W, P: float64[N] total service rate and power in each state.
         next_state: int64[N, A] state after an arrival taking action a (-1: no server there).
         valid: bool[N, J, A] admissible actions (``k in K_j``, ``b < B_k``, ``m_{k,b} > 0``).
+        departures: (rows, cols, rates) of the departure transitions, the same for every policy.
         act_k, act_b: int64[A] group and level of each action.
     """
 
@@ -164,7 +165,7 @@ class AggregatedSpace:
                 rows.append(idx[on])
                 cols.append(idx[on] + (gs.dep_next[ck[on], b] - ck[on]) * self.strides[k])
                 vals.append(m[on] * mu[k, b])
-        self._dep = (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
+        self.departures = (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
         # arrivals
         self.n_actions = A = int(config.buffers.sum())
         self.act_k = np.repeat(np.arange(K), config.buffers).astype(np.int64)
@@ -204,7 +205,7 @@ class AggregatedSpace:
     # ---- generators -----------------------------------------------------------------------
     def generator(self, policy: np.ndarray) -> sp.csr_matrix:
         """Generator of a policy: ``int[N, J]`` actions (-1 = block) or ``float[N, J, A]`` probs."""
-        r, c, v = self._dep
+        r, c, v = self.departures
         rows, cols, vals = [r], [c], [v]
         pol = np.asarray(policy)
         N = self.n_states

@@ -292,7 +292,7 @@ def solve_lp(
     crow = np.full((N, J), -1, dtype=np.int64)
     crow[vs, vj] = N + np.arange(vs.size)
     nrow = N + vs.size + 1
-    dr, dc, dv = space._dep  # departure from state dr to dc at rate dv
+    dr, dc, dv = space.departures  # departure from state dr to dc at rate dv
     zc = np.arange(N)
     outrate = np.bincount(dr, weights=dv, minlength=N)
     yc = N + np.arange(ny)

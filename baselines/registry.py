@@ -73,6 +73,9 @@ class _Registry(Mapping[str, Any]):
     def entry(self, name: str) -> PolicyEntry:
         return self._entries[name]
 
+    def add(self, name: str, entry: PolicyEntry) -> None:
+        self._entries[name] = entry
+
     def __getitem__(self, name: str) -> Any:
         return self._entries[name].resolve()
 
@@ -119,7 +122,7 @@ def register_policy(
     """
     if not name or ":" in name or not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"name: must be a non-empty word without ':', got {name!r}")
-    POLICIES._entries[name] = PolicyEntry(target, argument)
+    POLICIES.add(name, PolicyEntry(target, argument))
 
 
 def policy_names() -> list[str]:
