@@ -13,11 +13,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("envs", "baselines", "evaluation", "agents")
 LAYER = {name: i for i, name in enumerate(PACKAGES)}
-SCRIPTS = (
-    [ROOT / "train.py", ROOT / "evaluate.py", ROOT / "sweep.py"]
-    + sorted((ROOT / "experiments").glob("*.py"))
-    + sorted((ROOT / "benchmarks").glob("*.py"))
-)
+SCRIPTS = [
+    ROOT / "train.py",
+    ROOT / "evaluate.py",
+    ROOT / "sweep.py",
+    *sorted((ROOT / "experiments").glob("*.py")),
+    *sorted((ROOT / "benchmarks").glob("*.py")),
+]
 SCRIPT_NAMES = {"train", "evaluate", "sweep", "experiments", "benchmarks"}
 
 
