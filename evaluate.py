@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="roll every policy out through the env (cross-check; slow)",
     )
     p.add_argument(
+        "--exact",
+        action="store_true",
+        help="report each policy's exact efficiency (stationary distribution of its per-server "
+        "CTMC: no sampling error, ci95 0) instead of simulating; small farms with exponential "
+        "sizes and constant rates only (otherwise exits 2 saying why)",
+    )
+    p.add_argument(
         "--plot", dest="plot_path", metavar="PATH", help="write a bar plot (PNG/PDF/SVG)"
     )
     add_run_options(p)
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=a.seed, workers=a.workers, use_ray=a.ray is not None, ray_address=a.ray or None,
             action_mode=a.action_mode, use_builtin=not a.no_builtin,
             compute_optimum=not a.no_optimum,
-            optimum_max_variables=a.optimum_max_variables, scale=a.scale, progress=False if a.quiet else None,
+            optimum_max_variables=a.optimum_max_variables, scale=a.scale, exact=a.exact, progress=False if a.quiet else None,
         )  # fmt: skip
 
     return run_cli(parser, run)

@@ -23,8 +23,6 @@ import argparse
 import dataclasses
 import json
 import math
-import platform
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,6 +32,31 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from agents.callbacks import (
+    AtomicCheckpointCallback,
+    EfficiencyEvalCallback,
+    RolloutStatsCallback,
+    latest_checkpoint,
+    read_evaluations,
+    save_model_atomic,
+    vecnormalize_path,
+)
+from agents.ppo import atomic_write_json, model_predictor, write_sidecar
+from agents.wrappers import TrainingWrapper
+from envs.observation import check_action_mode
+from envs.scenarios import PRESETS, load_scenario
+from envs.server_farm import ServerFarmEnv
+from evaluation.harness import epochs_per_duration
+from evaluation.measure import (
+    EfficiencyEstimate,
+    References,
+    measure_efficiency,
+    reference_efficiencies,
+)
+from evaluation.provenance import versions
+from evaluation.report import save_figure
+from evaluation.stats import gaps
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
@@ -243,8 +266,6 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
     hp_file = cli.get("hyperparams", base.get("hyperparams", Args.hyperparams))
     merged: dict[str, Any] = dict(base)
     if not base:
-        from envs.scenarios import load_scenario
-
         key = scenario_key(scenario, load_scenario(scenario).name)
         file_vals = load_hyperparams(hp_file, key, mode)
         if "action_mode" in file_vals and "action_mode" not in cli:
@@ -257,8 +278,6 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
 
 def scenario_key(spec: str, config_name: str) -> str:
     """The hyperparameter-file key of a scenario: the preset name, or the file's scenario name."""
-    from envs.scenarios import PRESETS
-
     return spec if spec in PRESETS else config_name
 
 
@@ -273,8 +292,6 @@ def default_output_dir(scenario: str, action_mode: str, seed: int) -> str:
 
 def check_args(a: Args) -> Args:
     """Validate values, naming the option and the fix."""
-    from envs.observation import check_action_mode
-
     check_action_mode(a.action_mode)
     if a.vec_env not in ("dummy", "subproc"):
         raise ValueError(f"--vec-env: choose 'dummy' or 'subproc', got {a.vec_env!r}")
@@ -334,9 +351,6 @@ def make_env_fn(config: Any, a: Args, rank: int):
     """Factory of one training env (picklable for SubprocVecEnv)."""
 
     def _init():
-        from agents.ppo import TrainingWrapper, epochs_per_duration
-        from envs.server_farm import ServerFarmEnv
-
         eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
         warmup = a.warmup_epochs
         if warmup < 0:  # the farm starts empty: reach steady state before learning from it
@@ -410,41 +424,6 @@ class _LinearSchedule:
         return self.start * progress_remaining
 
 
-def versions() -> dict[str, str]:
-    import gymnasium
-    import sb3_contrib
-    import stable_baselines3
-    import torch
-
-    out = {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "gymnasium": gymnasium.__version__,
-        "stable_baselines3": stable_baselines3.__version__,
-        "sb3_contrib": sb3_contrib.__version__,
-    }
-    try:
-        from importlib.metadata import version
-
-        out["serverfarm_gym"] = version("serverfarm-gym")
-    except Exception:  # not installed: report nothing rather than fail a finished run
-        pass
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-        if sha:
-            out["git_commit"] = sha
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------------------------
@@ -454,27 +433,6 @@ def train(a: Args) -> dict[str, Any]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.vec_env import VecNormalize
-
-    from agents.callbacks import (
-        AtomicCheckpointCallback,
-        EfficiencyEvalCallback,
-        RolloutStatsCallback,
-        latest_checkpoint,
-        read_evaluations,
-        save_model_atomic,
-        vecnormalize_path,
-    )
-    from agents.ppo import (
-        EfficiencyEstimate,
-        References,
-        atomic_write_json,
-        gaps,
-        measure_efficiency,
-        model_predictor,
-        reference_efficiencies,
-        write_sidecar,
-    )
-    from envs.scenarios import load_scenario
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     torch.set_num_threads(max(1, a.torch_threads))
@@ -671,9 +629,6 @@ def plot_learning_curves(
     """
     from matplotlib.figure import Figure
 
-    from agents.callbacks import read_evaluations
-    from evaluation.report import _save_figure
-
     fig = Figure(figsize=(6.0, 3.8))
     ax = fig.add_subplot()
     refs: dict[str, Any] = {}
@@ -714,12 +669,11 @@ def plot_learning_curves(
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    _save_figure(fig, path)
+    save_figure(fig, path)
 
 
 def check_output_dir(a: Args) -> None:
     """A new run must not overwrite another run's checkpoints."""
-    from agents.callbacks import latest_checkpoint
 
     if not a.resume and latest_checkpoint(Path(a.output_dir) / "checkpoints") is not None:
         raise ValueError(

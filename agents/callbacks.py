@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.ppo import EfficiencyEstimate, References, gaps, model_predictor
+from agents.ppo import model_predictor
+from evaluation.measure import EfficiencyEstimate, References
+from evaluation.stats import gaps
 
 __all__ = [
     "AtomicCheckpointCallback",
@@ -129,7 +131,7 @@ class EfficiencyEvalCallback(BaseCallback):
 
     Args:
         measure: ``measure(predictor) -> EfficiencyEstimate`` (e.g. a partial of
-            ``agents.ppo.measure_efficiency``); the predictor is the model's deterministic one.
+            ``evaluation.measure.measure_efficiency``); the predictor is the model's deterministic one.
         references: PAS / optimum / bound of the scenario, for the logged gaps.
         eval_freq: timesteps between evaluations (all envs together).
         log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).

@@ -39,6 +39,7 @@ from numba import njit
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
+from baselines.pas import pas_table
 from envs.config import FarmConfig
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "check_rates",
     "choose_reference",
     "evaluate_policy",
+    "full_states",
     "n_full_states",
     "occupancy_distribution",
     "reachable_from",
@@ -494,7 +496,7 @@ class CTMCResult:
         return int(self.pi.shape[0])
 
 
-def _full_states(config: FarmConfig) -> tuple[np.ndarray, np.ndarray]:
+def full_states(config: FarmConfig) -> tuple[np.ndarray, np.ndarray]:
     """(states int16[N, S], strides int64[S]) of the mixed-radix per-server state space."""
     radix = config.buffers[config.server_group] + 1
     S = config.n_servers
@@ -519,10 +521,7 @@ def _decisions(
     if isinstance(policy, str) and policy == "random":
         return "random", cand
     if isinstance(policy, str) and policy == "pas":
-        policy, table = (
-            "priority",
-            np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1),
-        )
+        policy, table = "priority", pas_table(config)
     if isinstance(policy, np.ndarray):
         policy, table = "priority", policy
     if isinstance(policy, str):
@@ -587,7 +586,7 @@ def evaluate_policy(
             f"max_states={max_states}; use a smaller farm, raise max_states, or use the aggregated "
             "solvers in baselines.optimum"
         )
-    states, strides = _full_states(config)
+    states, strides = full_states(config)
     N, S = states.shape
     sg = config.server_group
     occ = states.astype(np.int64)

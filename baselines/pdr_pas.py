@@ -37,6 +37,7 @@ import numpy as np
 
 from baselines.base import Policy
 from baselines.pas import PASPolicy
+from baselines.pdr import DEFAULT_PIECES, routing_probabilities, solve_interval
 from envs.config import FarmConfig
 from envs.observation import decode_interval, decode_job_type, hist_offsets, level_offsets
 
@@ -101,9 +102,6 @@ class PDRPASPolicy(Policy):
             )
         if interval is not None:
             interval = geo.check_interval(interval)
-        # imported here: scipy's LP solver is only needed by geo-aware policies
-        from baselines.pdr import DEFAULT_PIECES, routing_probabilities, solve_interval
-
         self.geo = geo
         self.fixed_interval = interval
         kw: dict[str, Any] = {"pieces": DEFAULT_PIECES if pieces is None else int(pieces)}

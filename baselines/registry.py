@@ -1,16 +1,25 @@
-"""Policy registry: one name per baseline, ``make_policy(name, config)`` builds it.
+"""The one policy registry: every policy name, built-in or learned, and ``make_policy`` to build it.
 
-``POLICIES`` maps names to classes. ``"optimal"`` (``baselines.optimum.OptimalPolicy``, the exact
-optimum of small farms) is imported only when looked up, so the registry works without it.
+``POLICIES`` maps a name to what builds it. Two kinds of entries:
+
+* a policy class (PAS, Whittle, the heuristics, the exact optimum, ...): ``make_policy("pas",
+  config)`` calls ``cls(config, action_mode=..., seed=..., **kwargs)``;
+* an entry that takes an argument, written ``"name:ARG"`` (``"ppo:runs/tiny/best_model.zip"``):
+  ``make_policy("ppo:PATH", config)`` calls ``target.from_spec(ARG, config, action_mode, seed)``
+  (or ``target(ARG, config, action_mode, seed)`` for a plain loader function).
+
+Learned policies live in a higher layer (``agents``), so their entries are ``"module:attr"``
+strings (``"ppo": "agents.ppo:PPOAgent"``) imported by :mod:`importlib` only when such a name is
+built: nothing below ``agents`` imports it, and torch is only imported when a model is loaded.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from baselines.base import Policy
 from baselines.heuristics import (
     FirstFitPolicy,
     JSQPolicy,
@@ -18,26 +27,61 @@ from baselines.heuristics import (
     RandomPolicy,
     SlowestFirstPolicy,
 )
+from baselines.optimum import OptimalPolicy
 from baselines.pas import PASPolicy, PriceAwarePASPolicy
+from baselines.pdr_pas import PDRPASPolicy
 from baselines.whittle import WhittlePolicy
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
 
-__all__ = ["POLICIES", "make_policy"]
+__all__ = [
+    "POLICIES",
+    "PolicyEntry",
+    "check_policy_name",
+    "is_builtin_name",
+    "make_policy",
+    "policy_names",
+    "register_policy",
+]
 
 
-class _Registry(Mapping[str, type[Policy]]):
-    """Read-only name -> class mapping; entries given as ``"module:attr"`` are imported on lookup."""
+@dataclass(frozen=True)
+class PolicyEntry:
+    """What a registered name builds.
 
-    def __init__(self, entries: dict[str, type[Policy] | str]):
+    Attributes:
+        target: a class or loader function, or ``"module:attr"`` naming one (imported on use).
+        argument: None for a policy built from the farm alone; else what follows ``name:`` in
+            the policy's name (``"PATH"`` for ``ppo:PATH``), shown in the list of valid names.
+    """
+
+    target: type | Callable[..., Any] | str
+    argument: str | None = None
+
+    def resolve(self) -> Any:
+        if not isinstance(self.target, str):
+            return self.target
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+class _Registry(Mapping[str, Any]):
+    """Read-only name -> class (or loader) mapping; ``"module:attr"`` entries import on lookup."""
+
+    def __init__(self, entries: dict[str, PolicyEntry]):
         self._entries = entries
 
-    def __getitem__(self, name: str) -> type[Policy]:
-        entry = self._entries[name]
-        if isinstance(entry, str):
-            module, attr = entry.split(":")
-            entry = getattr(importlib.import_module(module), attr)
-        return entry
+    def entry(self, name: str) -> PolicyEntry:
+        return self._entries[name]
+
+    def add(self, name: str, entry: PolicyEntry) -> None:
+        self._entries[name] = entry
+
+    def __getitem__(self, name: str) -> Any:
+        return self._entries[name].resolve()
+
+    def __contains__(self, name: object) -> bool:  # without importing lazy entries
+        return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -49,20 +93,77 @@ class _Registry(Mapping[str, type[Policy]]):
         return f"POLICIES({list(self._entries)})"
 
 
-POLICIES: Mapping[str, type[Policy]] = _Registry(
+POLICIES: _Registry = _Registry(
     {
-        "pas": PASPolicy,
-        "pas-price": PriceAwarePASPolicy,
-        "whittle": WhittlePolicy,
-        "random": RandomPolicy,
-        "jsq": JSQPolicy,
-        "meesf": MEESFPolicy,
-        "slowest": SlowestFirstPolicy,
-        "first-fit": FirstFitPolicy,
-        "optimal": "baselines.optimum:OptimalPolicy",
-        "pdr-pas": "baselines.pdr_pas:PDRPASPolicy",
+        "pas": PolicyEntry(PASPolicy),
+        "pas-price": PolicyEntry(PriceAwarePASPolicy),
+        "whittle": PolicyEntry(WhittlePolicy),
+        "random": PolicyEntry(RandomPolicy),
+        "jsq": PolicyEntry(JSQPolicy),
+        "meesf": PolicyEntry(MEESFPolicy),
+        "slowest": PolicyEntry(SlowestFirstPolicy),
+        "first-fit": PolicyEntry(FirstFitPolicy),
+        "optimal": PolicyEntry(OptimalPolicy),
+        "pdr-pas": PolicyEntry(PDRPASPolicy),
+        # learned policies: a higher layer, found by name only
+        "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
     }
 )
+
+
+def register_policy(
+    name: str, target: type | Callable[..., Any] | str, argument: str | None = None
+) -> None:
+    """Add (or replace) ``name`` in :data:`POLICIES`.
+
+    Without ``argument``, ``target`` is a class built as ``cls(config, action_mode=, seed=, **kw)``.
+    With one (e.g. ``"PATH"``), the name is used as ``"name:ARG"`` and ``target`` has a
+    ``from_spec(arg, config, action_mode, seed)`` classmethod or is such a function. For process
+    pools and Ray the target must be importable by name (a module-level object or a string).
+    """
+    if not name or ":" in name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"name: must be a non-empty word without ':', got {name!r}")
+    POLICIES.add(name, PolicyEntry(target, argument))
+
+
+def policy_names() -> list[str]:
+    """Every valid policy name: ``"pas"``, ..., and ``"ppo:PATH"`` for entries with an argument."""
+    out = []
+    for name in sorted(POLICIES):
+        arg = POLICIES.entry(name).argument
+        out.append(name if arg is None else f"{name}:{arg}")
+    return out
+
+
+def is_builtin_name(name: str) -> bool:
+    """True for a registered name used on its own (not ``name:ARG``): the baselines."""
+    return name in POLICIES and POLICIES.entry(name).argument is None
+
+
+def _split(spec: str) -> tuple[str, str] | None:
+    """(name, argument) of a valid ``"name:ARG"`` spec, else None."""
+    prefix, sep, arg = spec.partition(":")
+    if sep and prefix in POLICIES and POLICIES.entry(prefix).argument is not None:
+        return prefix, arg
+    return None
+
+
+def check_policy_name(spec: str) -> None:
+    """Raise ValueError (listing the valid names) unless ``spec`` is a valid policy name."""
+    if is_builtin_name(spec):
+        return
+    split = _split(spec)
+    if split is None:
+        if spec in POLICIES:  # e.g. "ppo" without its path
+            arg = POLICIES.entry(spec).argument
+            raise ValueError(f"policy {spec!r}: give an argument, e.g. {spec}:{arg}")
+        raise ValueError(f"policy: unknown policy {spec!r}; valid policies are {policy_names()}")
+    name, arg = split
+    if not arg:
+        raise ValueError(
+            f"policy {spec!r}: give an argument after '{name}:', "
+            f"e.g. {name}:{POLICIES.entry(name).argument}"
+        )
 
 
 def make_policy(
@@ -71,13 +172,23 @@ def make_policy(
     action_mode: str = "server",
     seed: int | None = None,
     **kw: Any,
-) -> Policy:
+) -> Any:
     """Build the policy ``name`` for ``config`` (a FarmConfig, preset name, file path or dict).
 
-    Extra keyword arguments go to the policy's constructor (e.g. ``interval`` for ``"pas-price"``,
+    ``name`` is a registered name (``"pas"``, ``"whittle"``, ...) or ``"name:ARG"`` for entries
+    that take an argument (``"ppo:runs/tiny/best_model.zip"`` loads a trained agent). Extra
+    keyword arguments go to the policy's constructor (e.g. ``interval`` for ``"pas-price"``,
     ``eta`` for ``"whittle"``).
+
+    Raises:
+        ValueError: unknown name (the message lists the valid ones), or a policy that cannot be
+            built for this farm (e.g. a model trained for another farm).
     """
-    if name not in POLICIES:
-        raise ValueError(f"policy: unknown policy {name!r}; valid policies are {sorted(POLICIES)}")
-    cls = POLICIES[name]
-    return cls(load_scenario(config), action_mode=action_mode, seed=seed, **kw)
+    check_policy_name(name)
+    cfg = load_scenario(config)
+    if is_builtin_name(name):
+        return POLICIES[name](cfg, action_mode=action_mode, seed=seed, **kw)
+    prefix, arg = _split(name)  # type: ignore[misc]  # checked above
+    target = POLICIES[prefix]
+    build = getattr(target, "from_spec", target)
+    return build(arg, cfg, action_mode, seed, **kw)

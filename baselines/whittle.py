@@ -56,6 +56,7 @@ import numpy as np
 
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
+from envs.simulator import FarmSimulator
 
 __all__ = [
     "WhittlePolicy",
@@ -277,8 +278,6 @@ def simulated_efficiency(
 
     A tenth of ``n_epochs`` is run first as warm-up from the empty farm and discarded.
     """
-    from envs.simulator import FarmSimulator  # lazy: the simulator is optional for this module
-
     sim = FarmSimulator(config, seed=seed)
     sim.run(max(n_epochs // 10, 1), policy="priority", table=table)
     return float(sim.run(n_epochs, policy="priority", table=table).efficiency)

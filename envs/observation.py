@@ -103,3 +103,41 @@ def counts_from_occupancy(config: FarmConfig, occ: np.ndarray) -> np.ndarray:
     counts = np.zeros((config.n_groups, config.max_buffer + 1), dtype=np.int64)
     np.add.at(counts, (config.server_group, occ), 1)
     return counts
+
+
+def encode_occupancy(
+    config: FarmConfig, mode: str, occ: np.ndarray, job_type: int, interval: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(obs float32[N, d], masks bool[N, A])`` of occupancy vectors ``occ`` int[N, S] for an
+    arriving type-``job_type`` job in schedule ``interval``: exactly the observation and action
+    mask ``ServerFarmEnv`` (its compiled step, ``envs.server_farm.pack_env``'s tables) produces
+    in those states, same float32 reciprocals included. Used to evaluate a policy state by state
+    (``evaluation.exact``)."""
+    check_action_mode(mode)
+    occ = np.asarray(occ, dtype=np.int64)
+    if occ.ndim != 2 or occ.shape[1] != config.n_servers:
+        raise ValueError(f"occ: expected shape (N, {config.n_servers}), got {occ.shape}")
+    N, J = occ.shape[0], config.n_job_types
+    sg, bufs = config.server_group, config.buffers
+    if mode == "server":
+        # float32 reciprocals promoted to float64, then rounded to float32 (as the kernel does)
+        inv = (1.0 / bufs[sg]).astype(np.float32)
+        feats = (occ * inv).astype(np.float32)
+        masks = (occ < bufs[sg][None, :]) & config.server_availability[job_type][None, :]
+    else:
+        counts = np.zeros((N, config.n_groups, config.max_buffer + 1), dtype=np.int64)
+        for s in range(config.n_servers):
+            np.add.at(counts, (np.arange(N), sg[s], occ[:, s]), 1)
+        rows = np.concatenate([np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)])
+        cols = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
+        inv = np.array([1.0 / config.groups[k].count for k in rows], np.float32)
+        feats = (counts[:, rows, cols] * inv).astype(np.float32)
+        arows = np.concatenate([np.full(g.buffer, k) for k, g in enumerate(config.groups)])
+        acols = np.concatenate([np.arange(g.buffer) for g in config.groups])
+        masks = (counts[:, arows, acols] > 0) & config.availability[job_type, arows][None, :]
+    n_iv = n_interval_features(config)
+    tail = np.zeros((N, n_iv + J), np.float32)
+    if n_iv:
+        tail[:, interval] = 1.0
+    tail[:, n_iv + job_type] = 1.0
+    return np.concatenate([feats, tail], axis=1), masks

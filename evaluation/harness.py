@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import platform
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +32,26 @@ import numpy as np
 
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
-from evaluation import rollout as _ro
-from evaluation.parallel import run_units
+from evaluation.exact import (
+    EXACT_MAX_STATES,
+    cost_efficiency,
+    exact_evaluation,
+    exact_unsupported_reason,
+    overall_blocking,
+)
+from evaluation.parallel import default_workers, run_units
+from evaluation.provenance import versions
+from evaluation.references import optimum_solution, reference_values
+from evaluation.report import (
+    check_output_paths,
+    format_sweep_table,
+    format_table,
+    write_outputs,
+    write_sweep_outputs,
+)
 from evaluation.rollout import (
     WorkUnit,
+    cache_policy,
     check_policy_names,
     is_baseline,
     policy_route,
@@ -49,9 +63,12 @@ from evaluation.stats import gap_pct, paired_gap_pct, shortfall_pct, summarize
 __all__ = [
     "DEFAULT_POLICIES",
     "EvaluationPlan",
+    "build_policies",
     "default_warmup",
+    "epochs_per_duration",
     "evaluate",
     "evaluate_and_write",
+    "evaluate_exact",
     "plan_evaluation",
     "reference_values",
     "summarize_plan",
@@ -70,87 +87,6 @@ def default_warmup(horizon: int) -> int:
     """Default warm-up: 10% of the horizon (decision epochs dispatched by the policy itself and
     discarded before measuring)."""
     return int(horizon) // 10
-
-
-# ---------------------------------------------------------------------------------------------
-# references: exact optimum, relaxation bound
-# ---------------------------------------------------------------------------------------------
-_OPTIMUM_CACHE: dict[tuple[FarmConfig, int | None], tuple[Any, str | None]] = {}
-
-
-def _solve_optimum(config: FarmConfig, max_variables: int | None = None) -> tuple[Any, str | None]:
-    """(``baselines.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
-    the reference value and the ``optimal`` policy share one solve. ``max_variables`` lowers (or
-    raises) the LP solver's size limit (None: the solver's default)."""
-    key = (config, max_variables)
-    if key in _OPTIMUM_CACHE:
-        return _OPTIMUM_CACHE[key]
-    try:
-        from baselines import optimum
-    except ImportError as err:
-        out: tuple[Any, str | None] = (None, f"exact solver unavailable (baselines.optimum: {err})")
-    else:
-        try:
-            kw = {} if max_variables is None else {"max_variables": int(max_variables)}
-            out = (optimum.solve(config, "lp", **kw), None)
-        except (ValueError, MemoryError) as err:
-            # the solver's documented refusal: beyond its size limit, general job sizes, ...
-            out = (None, f"exact solver refused: {err}")
-    if len(_OPTIMUM_CACHE) > 16:
-        _OPTIMUM_CACHE.clear()
-    _OPTIMUM_CACHE[key] = out
-    return out
-
-
-def _optimum(
-    config: FarmConfig, max_variables: int | None = None
-) -> tuple[dict[str, Any] | None, str | None]:
-    sol, why = _solve_optimum(config, max_variables)
-    if sol is None:
-        return None, why
-    return {
-        "efficiency": float(sol.value),
-        "method": str(sol.method),
-        "n_states": int(sol.space.n_states),
-        "solve_s": float(sol.seconds),
-        "source": "baselines.optimum.solve",
-    }, None
-
-
-def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        from baselines.bounds import relaxation_bound
-    except ImportError as err:
-        return None, f"relaxation bound unavailable (baselines.bounds: {err})"
-    try:
-        res = relaxation_bound(config)
-    except (ValueError, MemoryError) as err:
-        return None, f"relaxation bound refused: {err}"
-    # a number, or a result object (its field name is not fixed yet: efficiency/value/bound)
-    val = res if isinstance(res, (int, float)) else None
-    for attr in ("efficiency", "value", "bound"):
-        if val is None:
-            val = getattr(res, attr, None)
-    if val is None:
-        return None, f"relaxation_bound returned {type(res).__name__} without an efficiency"
-    return {"efficiency": float(val), "source": "baselines.bounds.relaxation_bound"}, None
-
-
-def reference_values(
-    config: FarmConfig, compute_optimum: bool = True, optimum_max_variables: int | None = None
-) -> dict[str, Any]:
-    """``{"optimum", "optimum_reason", "upper_bound", "upper_bound_reason"}`` for ``config``.
-
-    The optimum is None (with the reason) when the exact solver is missing, refuses the instance
-    (LP larger than its limit, ``optimum_max_variables`` if given: it raises ValueError), or
-    ``compute_optimum`` is False.
-    """
-    if compute_optimum:
-        opt, why = _optimum(config, optimum_max_variables)
-    else:
-        opt, why = None, "not computed (compute_optimum=False / --no-optimum)"
-    bnd, bwhy = _bound(config)
-    return {"optimum": opt, "optimum_reason": why, "upper_bound": bnd, "upper_bound_reason": bwhy}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +117,58 @@ def _label(spec: Any) -> str:
     return str(getattr(spec, "name", None) or type(spec).__name__)
 
 
+def _with_reference(policies: Sequence[str | Any]) -> list[Any]:
+    """The policies with PAS first if missing (so that ``gap_to_pas_pct`` is defined)."""
+    if isinstance(policies, str):
+        raise ValueError("policies: pass a list of names, e.g. ['pas', 'jsq'] (not one string)")
+    specs: list[Any] = list(policies)
+    if REFERENCE_POLICY not in [s for s in specs if isinstance(s, str)]:
+        specs.insert(0, REFERENCE_POLICY)
+    return specs
+
+
+def build_policies(
+    config: FarmConfig,
+    specs: Sequence[str | Any],
+    action_mode: str = "server",
+    optimum_max_variables: int | None = None,
+) -> tuple[list[tuple[Any, str, Any]], dict[str, str]]:
+    """``([(spec, label, policy), ...], skipped)``: each distinct policy built for ``config``.
+
+    Unknown names raise ``ValueError`` listing the valid ones (before anything is built). A
+    baseline that cannot be built for this farm (the exact optimum beyond its size limit) is
+    skipped with the reason, not fatal -- except PAS, the reference.
+    """
+    check_policy_names(specs)  # fail fast, before building anything expensive
+    built: list[tuple[Any, str, Any]] = []
+    skipped: dict[str, str] = {}
+    seen: set[str] = set()
+    for spec in specs:
+        label = _label(spec)
+        if label in seen:
+            continue
+        seen.add(label)
+        try:
+            if spec == "optimal":
+                # one LP solve for the reference value and the policy; a refusal skips it
+                sol, why = optimum_solution(config, optimum_max_variables)
+                if sol is None:
+                    skipped[label] = str(why)
+                    continue
+                policy = resolve_policy(spec, config, action_mode, solution=sol)
+            else:
+                policy = resolve_policy(spec, config, action_mode)
+        except (ValueError, MemoryError, NotImplementedError) as err:
+            # only registry baselines can be inapplicable to a farm (the exact optimum beyond
+            # its size limit); a bad PPO path or a broken PAS is the user's error
+            if not (isinstance(spec, str) and is_baseline(spec)) or label == REFERENCE_POLICY:
+                raise
+            skipped[label] = f"{type(err).__name__}: {err}"
+            continue
+        built.append((spec, label, policy))
+    return built, skipped
+
+
 def plan_evaluation(
     scenario: FarmConfig | str | Path | Mapping[str, Any],
     policies: Sequence[str | Any] = DEFAULT_POLICIES,
@@ -207,11 +195,7 @@ def plan_evaluation(
         raise ValueError(f"replications: must be a positive integer, got {replications}")
     warmup = default_warmup(horizon) if warmup is None else warmup
     seeds = replication_seeds(seed, int(replications))
-    specs: list[Any] = list(policies)
-    if isinstance(policies, str):
-        raise ValueError("policies: pass a list of names, e.g. ['pas', 'jsq'] (not one string)")
-    if REFERENCE_POLICY not in [s for s in specs if isinstance(s, str)]:
-        specs.insert(0, REFERENCE_POLICY)
+    specs = _with_reference(policies)
     plan = EvaluationPlan(
         config=config,
         scenario_source=str(scenario) if isinstance(scenario, (str, Path)) else config.name,
@@ -226,34 +210,12 @@ def plan_evaluation(
         action_mode=action_mode,
         scale=int(scale),
     )
-    check_policy_names(specs)  # fail fast, before building anything expensive
-    seen: set[str] = set()
-    for spec in specs:
-        label = _label(spec)
-        if label in seen:
-            continue
-        seen.add(label)
-        try:
-            if spec == "optimal":
-                # one LP solve for the reference value and the policy; a refusal skips it
-                sol, why = _solve_optimum(config, optimum_max_variables)
-                if sol is None:
-                    plan.skipped[label] = str(why)
-                    continue
-                policy = resolve_policy(spec, config, action_mode, solution=sol)
-            else:
-                policy = resolve_policy(spec, config, action_mode)
-        except (ValueError, ImportError, MemoryError, NotImplementedError) as err:
-            # only registry baselines can be inapplicable to a farm (the exact optimum beyond
-            # its size limit); a bad PPO path or a broken PAS is the user's error
-            if not (isinstance(spec, str) and is_baseline(spec)) or label == REFERENCE_POLICY:
-                raise
-            plan.skipped[label] = f"{type(err).__name__}: {err}"
-            continue
+    built, plan.skipped = build_policies(config, specs, action_mode, optimum_max_variables)
+    for spec, label, policy in built:
         builtin, table = policy_route(policy, use_builtin)
         if isinstance(spec, str) and builtin is None:
             # in-process runs reuse the policy built here instead of building it again
-            _ro._POLICY_CACHE[(config, spec, action_mode)] = policy
+            cache_policy(config, spec, action_mode, policy)
         plan.policies.append(label)
         plan.routes[label] = f"builtin:{builtin}" if builtin else "env"
         for r, s in enumerate(seeds):
@@ -274,6 +236,13 @@ def plan_evaluation(
     return plan
 
 
+def epochs_per_duration(config: FarmConfig) -> float:
+    """Decision epochs per mean job duration at the slowest group (epochs are arrivals, so a
+    large farm covers little model time per epoch); warm-ups are sized in these units."""
+    slowest = float(min(max(g.service_rate) for g in config.groups))
+    return config.total_arrival_rate / slowest if slowest > 0 else 1.0
+
+
 def window_warnings(config: FarmConfig, horizon: int, warmup: int) -> list[str]:
     """Rule-of-thumb checks of the window's *model time*. Epochs are arrivals, so a farm with many
     servers covers little model time per epoch, and the farm starts empty. Flagged: a warm-up
@@ -283,11 +252,9 @@ def window_warnings(config: FarmConfig, horizon: int, warmup: int) -> list[str]:
     5 durations -> efficiency 0.28% low (5 half-widths); 50 and 170 durations -> within the
     interval of a 1e7-epoch run. Transient bias is *not* covered by the intervals.
     """
-    rate = config.total_arrival_rate
-    slowest = float(min(max(g.service_rate) for g in config.groups))
-    if rate <= 0 or slowest <= 0:
+    if config.total_arrival_rate <= 0 or min(max(g.service_rate) for g in config.groups) <= 0:
         return []
-    per_duration = rate / slowest  # epochs per mean job duration at the slowest group
+    per_duration = epochs_per_duration(config)
 
     out = []
     if warmup < 50 * per_duration:
@@ -380,31 +347,7 @@ def _timing(plan: EvaluationPlan, results: Sequence[Mapping[str, Any]]) -> dict[
     return {"cpu_s_per_policy": per, "cpu_s_total": float(sum(per.values()))}
 
 
-def _versions() -> dict[str, str | None]:
-    from importlib import metadata
-
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("serverfarm-gym", "numpy", "scipy", "numba", "gymnasium", "ray"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    try:
-        root = Path(__file__).resolve().parent.parent
-        out["git_commit"] = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-            ).stdout.strip()
-            or None
-        )
-    except (OSError, subprocess.SubprocessError):
-        out["git_commit"] = None
-    return out
-
-
 def _backend(workers: int | None, use_ray: bool, ray_address: str | None, n_units: int) -> dict:
-    from evaluation.parallel import default_workers
-
     if use_ray or ray_address:
         return {"kind": "ray", "address": ray_address or "local", "workers": workers}
     n = default_workers(n_units) if workers is None else min(workers, max(n_units, 1))
@@ -460,11 +403,108 @@ def evaluate(
     refs = reference_values(plan.config, compute_optimum, optimum_max_variables)
     report = summarize_plan(plan, results, refs)
     report["backend"] = _backend(workers, use_ray, ray_address, len(plan.units))
-    report["versions"] = _versions()
+    report["versions"] = versions()
     report["timing"] = _timing(plan, results)
     report["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     report["wall_time_s"] = time.perf_counter() - t0
     return report
+
+
+def evaluate_exact(
+    scenario: FarmConfig | str | Path | Mapping[str, Any],
+    policies: Sequence[str | Any] = DEFAULT_POLICIES,
+    action_mode: str = "server",
+    compute_optimum: bool = True,
+    optimum_max_variables: int | None = None,
+    scale: int = 1,
+    max_states: int = EXACT_MAX_STATES,
+    **ignored: Any,
+) -> dict[str, Any]:
+    """Each policy's *exact* long-run performance (``evaluation.exact``: the stationary
+    distribution of its per-server CTMC), in the report shape of :func:`evaluate` with ``ci95``
+    0 (no sampling error) and ``route`` ``"exact"``.
+
+    Simulation settings (replications, horizon, workers, ...) are accepted and ignored.
+
+    Raises:
+        ValueError: the chain cannot be solved exactly (the message says why: the state count
+            and the limit, non-exponential sizes, time-varying rates), or a policy's decisions
+            are randomised, or it chose a masked action.
+    """
+    t0 = time.perf_counter()
+    config = load_scenario(scenario)
+    if scale != 1:
+        config = config.scaled(scale)
+    why = exact_unsupported_reason(config, max_states)
+    if why is not None:
+        raise ValueError(f"--exact: scenario {config.name!r}: {why}")
+    built, skipped = build_policies(
+        config, _with_reference(policies), action_mode, optimum_max_variables
+    )
+    refs = reference_values(config, compute_optimum, optimum_max_variables)
+    opt = refs["optimum"]["efficiency"] if refs.get("optimum") else None
+    bound = refs["upper_bound"]["efficiency"] if refs.get("upper_bound") else None
+
+    def exact(x: float) -> dict[str, Any]:
+        return {"mean": float(x), "ci95": 0.0, "std": 0.0, "n": 1}
+
+    out_pol: dict[str, Any] = {}
+    for _, label, policy in built:
+        try:
+            res = exact_evaluation(policy, config, action_mode, max_states)
+        except ValueError as err:  # this policy only (randomised decisions, masked actions)
+            if label == REFERENCE_POLICY:
+                raise
+            skipped[label] = str(err)
+            continue
+        out_pol[label] = {
+            "route": "exact",
+            "efficiency": exact(res.efficiency),
+            "throughput": exact(res.throughput),
+            "power": exact(res.power),
+            "blocking": exact(overall_blocking(config, res)),
+            "cost_efficiency": exact(cost_efficiency(config, res)),
+            "blocking_per_type": {
+                jt.name: exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
+            },
+            "n_states": res.n_states,
+            "invalid_actions": 0,
+            "replications": [],
+        }
+    pas = out_pol[REFERENCE_POLICY]["efficiency"]["mean"]
+    for e in out_pol.values():
+        eff = e["efficiency"]["mean"]
+        e["gap_to_pas_pct"] = gap_pct(eff, pas)
+        e["gap_to_pas_paired"] = exact(gap_pct(eff, pas) or 0.0)
+        e["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
+        e["gap_to_bound_pct"] = shortfall_pct(eff, bound)
+    return {
+        "scenario": config.name,
+        "scenario_source": str(scenario) if isinstance(scenario, (str, Path)) else config.name,
+        "warnings": [],
+        "n_servers": config.n_servers,
+        "n_groups": config.n_groups,
+        "n_job_types": config.n_job_types,
+        "load": config.load,
+        "settings": {
+            "method": "exact",
+            "action_mode": action_mode,
+            "max_states": int(max_states),
+            "interval": "none: exact stationary values of the per-server CTMC (evaluation.exact)",
+        },
+        "optimum": refs.get("optimum"),
+        "optimum_reason": refs.get("optimum_reason"),
+        "upper_bound": refs.get("upper_bound"),
+        "upper_bound_reason": refs.get("upper_bound_reason"),
+        "policies": out_pol,
+        "skipped": skipped,
+        "scale": int(scale),
+        "config": config.to_dict(),
+        "backend": {"kind": "exact", "workers": 1},
+        "versions": versions(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_time_s": time.perf_counter() - t0,
+    }
 
 
 def evaluate_and_write(
@@ -475,14 +515,14 @@ def evaluate_and_write(
     csv_path: str | Path | None = None,
     plot_path: str | Path | None = None,
     quiet: bool = False,
+    exact: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """:func:`evaluate`, then print the table (unless ``quiet``) and write the requested files
-    atomically. Output directories are checked *before* the run. This is ``evaluate.py``."""
-    from evaluation.report import check_output_paths, format_table, write_outputs
-
+    """:func:`evaluate` (or :func:`evaluate_exact` with ``exact=True``), then print the table
+    (unless ``quiet``) and write the requested files atomically. Output directories are checked
+    *before* the run. This is ``evaluate.py``."""
     check_output_paths(json_path, csv_path, plot_path)
-    report = evaluate(scenario, policies, **kwargs)
+    report = (evaluate_exact if exact else evaluate)(scenario, policies, **kwargs)
     write_outputs(report, json_path, csv_path, plot_path)
     if not quiet:
         print(format_table(report))
@@ -499,8 +539,6 @@ def sweep_and_write(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """:func:`sweep`, then print and write (``sweep.py``)."""
-    from evaluation.report import check_output_paths, format_sweep_table, write_sweep_outputs
-
     check_output_paths(json_path, csv_path, plot_path)
     result = sweep(scenarios, **kwargs)
     write_sweep_outputs(result, json_path, csv_path, plot_path)
@@ -602,7 +640,7 @@ def sweep(
         "runs": runs,
         "rows": rows,
         "backend": _backend(workers, use_ray, ray_address, len(units)),
-        "versions": _versions(),
+        "versions": versions(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_time_s": time.perf_counter() - t0,
     }

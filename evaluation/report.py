@@ -176,7 +176,9 @@ def format_table(report: Mapping[str, Any]) -> str:
     head = [
         f"scenario {report['scenario']}: {report['n_servers']} servers, {report['n_groups']} groups, "
         f"{report['n_job_types']} job types, load {report['load']:.3f}",
-        f"{st['replications']} replications x {st['horizon']} decision epochs after a "
+        "exact stationary values of each policy's per-server CTMC (no sampling error)"
+        if st.get("method") == "exact"
+        else f"{st['replications']} replications x {st['horizon']} decision epochs after a "
         f"{st['warmup']}-epoch warm-up, seed {st['seed']}; intervals: 95% Student-t",
         "optimum: "
         + (f"{opt['efficiency']:.6f}" if opt else f"n/a ({report.get('optimum_reason')})"),
@@ -240,7 +242,7 @@ def format_sweep_table(sweep: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 # plots (object-oriented matplotlib on the Agg canvas: no pyplot, no global backend switch)
 # ---------------------------------------------------------------------------------------------
-def _save_figure(fig: Any, path: str | Path) -> None:
+def save_figure(fig: Any, path: str | Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -284,7 +286,7 @@ def plot_efficiency(report: Mapping[str, Any], path: str | Path) -> None:
     ax.set_title(f"{report['scenario']}: {st['replications']} reps x {st['horizon']} epochs")
     ax.legend(fontsize=8, loc="best")
     ax.tick_params(axis="x", labelrotation=30)
-    _save_figure(fig, path)
+    save_figure(fig, path)
 
 
 def plot_sweep(sweep: Mapping[str, Any], path: str | Path) -> None:
@@ -316,7 +318,7 @@ def plot_sweep(sweep: Mapping[str, Any], path: str | Path) -> None:
     ax.set_xlabel("servers")
     ax.set_ylabel("efficiency (work per unit energy)")
     ax.legend(fontsize=7)
-    _save_figure(fig, path)
+    save_figure(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,13 +28,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from baselines.registry import (
+    check_policy_name,
+    is_builtin_name,
+    make_policy,
+    policy_names,
+    register_policy,
+)
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
 from envs.server_farm import ServerFarmEnv
@@ -43,6 +48,7 @@ from envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
 __all__ = [
     "RolloutResult",
     "WorkUnit",
+    "cache_policy",
     "check_policy_names",
     "is_baseline",
     "policy_route",
@@ -55,75 +61,35 @@ __all__ = [
     "valid_policy_names",
 ]
 
-#: prefix -> loader(argument, config, action_mode, seed) for policy names of the form
-#: ``"prefix:argument"`` (e.g. ``"ppo:runs/tiny/best_model.zip"``).
-PolicyResolver = Callable[[str, FarmConfig, str, "int | None"], Any]
 
+def register_policy_resolver(prefix: str, loader: Any) -> None:
+    """Make ``"prefix:ARG"`` a valid policy name everywhere (the one registry,
+    ``baselines.registry.POLICIES``; the CLI sees it if the registration happens at import time of
+    a module the CLI imports).
 
-def _load_ppo(path: str, config: FarmConfig, action_mode: str, seed: int | None) -> Any:
-    # imported lazily: torch and sb3 are optional ("train" extra) and slow to import
-    try:
-        from agents.ppo import PPOAgent
-    except ImportError as err:
-        raise ValueError(
-            f"policy 'ppo:{path}': cannot import agents.ppo.PPOAgent ({err}); "
-            'install the training extra: pip install -e ".[train]"'
-        ) from err
-    try:
-        agent = PPOAgent.load(path)
-    except FileNotFoundError as err:
-        raise ValueError(f"policy 'ppo:{path}': {err}") from err
-    agent_cfg = getattr(agent, "config", None)
-    if isinstance(agent_cfg, FarmConfig) and agent_cfg.to_dict() != config.to_dict():
-        warnings.warn(
-            f"policy 'ppo:{path}' was trained on scenario {agent_cfg.name!r}, evaluated on "
-            f"{config.name!r}; the spaces match but the farms differ",
-            stacklevel=2,
-        )
-    return agent
-
-
-_RESOLVERS: dict[str, PolicyResolver] = {"ppo": _load_ppo}
-
-
-def register_policy_resolver(prefix: str, loader: PolicyResolver) -> None:
-    """Make ``"prefix:ARG"`` a valid policy name everywhere in the harness (and the CLI, if the
-    registration happens at import time of a module the CLI imports).
-
-    ``loader(arg, config, action_mode, seed)`` must return an object with
+    ``loader(arg, config, action_mode, seed)`` (a function, a class with such a ``from_spec``
+    classmethod, or ``"module:attr"`` naming one) must return an object with
     ``predict(obs, action_masks=..., deterministic=...)``. It must be a deterministic function of
     its arguments and, for process pools and Ray, importable by name (a module-level function).
     """
-    if not prefix or ":" in prefix or not prefix.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"prefix: must be a non-empty word without ':', got {prefix!r}")
-    _RESOLVERS[prefix] = loader
+    register_policy(prefix, loader, argument="ARG")
 
 
 def valid_policy_names() -> list[str]:
-    """Registered baseline names plus the ``prefix:ARG`` forms."""
-    from baselines.registry import POLICIES
-
-    return sorted(POLICIES) + [f"{p}:PATH" for p in sorted(_RESOLVERS)]
+    """Registered policy names, with the ``prefix:ARG`` forms (``ppo:PATH``)."""
+    return policy_names()
 
 
 def is_baseline(name: str) -> bool:
-    """True for a name of ``baselines.registry.POLICIES``."""
-    from baselines.registry import POLICIES
-
-    # iterate the keys: ``in`` on the lazy registry would import the entry (e.g. the optimum)
-    return name in set(POLICIES)
+    """True for a registered name used on its own (a baseline, not ``prefix:ARG``)."""
+    return is_builtin_name(name)
 
 
 def check_policy_names(specs: Any) -> None:
     """Raise ValueError (listing the valid names) if any string in ``specs`` is not a policy name."""
     for spec in specs:
-        if not isinstance(spec, str):
-            continue
-        prefix, sep, arg = spec.partition(":")
-        if not (is_baseline(spec) or (sep and prefix in _RESOLVERS and arg)):
-            raise ValueError(
-                f"policy: unknown policy {spec!r}; valid policies are {valid_policy_names()}"
-            )
+        if isinstance(spec, str):
+            check_policy_name(spec)
 
 
 def resolve_policy(
@@ -136,9 +102,9 @@ def resolve_policy(
     """Build the policy named ``spec`` for ``config`` (or return ``spec`` if it already has a
     ``predict`` method).
 
-    Names: a registered baseline (``baselines.registry.POLICIES``, built by ``make_policy``) or
-    ``prefix:ARG`` with a registered resolver (``ppo:PATH`` loads a trained agent). ``kwargs`` go
-    to the baseline's constructor (e.g. ``solution=`` for ``"optimal"``).
+    Names: those of the one registry, ``baselines.registry.POLICIES`` (built by ``make_policy``):
+    a baseline, or ``prefix:ARG`` (``ppo:PATH`` loads a trained agent). ``kwargs`` go to the
+    baseline's constructor (e.g. ``solution=`` for ``"optimal"``).
 
     Raises:
         ValueError: unknown name (the message lists the valid ones).
@@ -149,18 +115,7 @@ def resolve_policy(
         raise ValueError(
             f"policy: expected a name or an object with a predict() method, got {type(spec).__name__}"
         )
-    from baselines.registry import make_policy
-
-    if is_baseline(spec):
-        return make_policy(spec, config, action_mode=action_mode, seed=seed, **kwargs)
-    prefix, sep, arg = spec.partition(":")
-    if sep and prefix in _RESOLVERS:
-        if not arg:
-            raise ValueError(
-                f"policy {spec!r}: give an argument after '{prefix}:', e.g. {prefix}:PATH"
-            )
-        return _RESOLVERS[prefix](arg, config, action_mode, seed)
-    raise ValueError(f"policy: unknown policy {spec!r}; valid policies are {valid_policy_names()}")
+    return make_policy(spec, config, action_mode=action_mode, seed=seed, **kwargs)
 
 
 def policy_route(policy: Any, use_builtin: bool = True) -> tuple[str | None, np.ndarray | None]:
@@ -347,14 +302,20 @@ class WorkUnit:
 _POLICY_CACHE: dict[tuple[Any, ...], Any] = {}
 
 
+def cache_policy(config: FarmConfig, spec: str, action_mode: str, policy: Any) -> None:
+    """Let this process's :func:`run_unit` reuse ``policy`` (built by the planner) for the units
+    of ``(config, spec, action_mode)`` instead of building it again."""
+    if len(_POLICY_CACHE) > 32:
+        _POLICY_CACHE.clear()
+    _POLICY_CACHE[(config, spec, action_mode)] = policy
+
+
 def _cached_policy(unit: WorkUnit) -> Any:
     if not isinstance(unit.spec, str):
         return unit.spec
     key = (unit.config, unit.spec, unit.action_mode)
     if key not in _POLICY_CACHE:
-        if len(_POLICY_CACHE) > 32:
-            _POLICY_CACHE.clear()
-        _POLICY_CACHE[key] = resolve_policy(unit.spec, unit.config, unit.action_mode)
+        cache_policy(*key, resolve_policy(unit.spec, unit.config, unit.action_mode))
     return _POLICY_CACHE[key]
 
 

@@ -20,6 +20,7 @@ from scipy import stats as sps
 
 __all__ = [
     "gap_pct",
+    "gaps",
     "mean_ci",
     "paired_gap_pct",
     "shortfall_pct",
@@ -99,3 +100,21 @@ def paired_gap_pct(
     if not np.all(np.isfinite(g)):
         return {"mean": None, "ci95": None, "std": None, "n": int(v.size)}
     return summarize(g)
+
+
+def gaps(
+    value: float, pas: float | None, optimum: float | None, bound: float | None = None
+) -> dict[str, float | None]:
+    """The gaps of one efficiency with the harness's conventions: ``gap_to_pas_pct`` (:func:`gap_pct`,
+    positive: better than PAS), ``gap_to_optimum_pct`` and ``gap_to_bound_pct``
+    (:func:`shortfall_pct`), and ``pas_gap_closed``, the share of PAS's shortfall to the optimum
+    that ``value`` recovers."""
+    out: dict[str, float | None] = {
+        "gap_to_pas_pct": gap_pct(value, pas) if pas else None,
+        "gap_to_optimum_pct": shortfall_pct(value, optimum),
+        "gap_to_bound_pct": shortfall_pct(value, bound),
+        "pas_gap_closed": None,
+    }
+    if pas is not None and optimum is not None and optimum - pas > 1e-12 * optimum:
+        out["pas_gap_closed"] = (value - pas) / (optimum - pas)
+    return out

@@ -22,8 +22,6 @@ import datetime as _dt
 import io
 import math
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +34,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
 
 from envs.config import FarmConfig  # noqa: E402
 from evaluation.parallel import parallel_map  # noqa: E402  (re-exported for the experiments)
+from evaluation.provenance import versions  # noqa: E402
 from evaluation.report import atomic_open, atomic_write, to_json  # noqa: E402
 
 __all__ = [
@@ -119,25 +118,13 @@ def durations_to_epochs(config: FarmConfig, durations: float, minimum: int = 0) 
 # ---------------------------------------------------------------------------------------------
 def metadata(argv: Sequence[str] | None, settings: Mapping[str, Any], t0: float) -> dict[str, Any]:
     """Provenance of a run: command, settings, versions, git commit, wall time."""
-    from importlib import metadata as md
-
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for pkg in ("numpy", "scipy", "numba"):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
+    info = versions()
+    commit = info.pop("git_commit")
     return {
         "argv": list(argv) if argv is not None else sys.argv[1:],
         "settings": dict(settings),
-        "versions": versions,
-        "git_commit": commit or None,
+        "versions": info,
+        "git_commit": commit,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_time_s": time.perf_counter() - t0,
     }

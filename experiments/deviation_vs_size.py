@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from baselines.bounds import relaxation_bound  # noqa: E402
 from baselines.optimum import estimate_size, solve_pi  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.scenarios import load_preset  # noqa: E402
@@ -114,10 +115,6 @@ def fit_decay(servers: Sequence[float], dev: Sequence[float]) -> dict[str, Any]:
 def relaxation_details(config: FarmConfig) -> dict[str, Any]:
     """What the relaxed optimum does that an admissible policy may not: the share of the
     offered jobs it blocks and the groups it leaves (almost) idle (< 1% of servers busy)."""
-    try:
-        from baselines.bounds import relaxation_bound
-    except ImportError:
-        return {}
     try:
         r = relaxation_bound(config)
     except (ValueError, RuntimeError):

@@ -157,14 +157,9 @@ def train_ppo(
     train_cfg = day_config(interval_length)
 
     def make() -> Any:
-        env: Any = ServerFarmEnv(train_cfg, action_mode="group", objective="cost")
-        try:  # lower-variance reward with the same long-run average (agents.ppo)
-            from agents.ppo import ExpectedRewardWrapper
-
-            env = ExpectedRewardWrapper(env)
-        except ImportError:
-            pass
-        return env
+        # the env's own reward (a guard here used to try an "ExpectedRewardWrapper" that never
+        # existed; agents.wrappers.TrainingWrapper(reward="expected") is the one that does)
+        return ServerFarmEnv(train_cfg, action_mode="group", objective="cost")
 
     venv = DummyVecEnv([make])
     n_steps = 256 if quick else 2048

@@ -49,8 +49,9 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
     return best
 
 
-# optimal solves an MDP and pdr-pas needs a geo scenario: both have their own tests
-NAMES = [n for n in POLICIES if n not in ("optimal", "pdr-pas")]
+# optimal solves an MDP and pdr-pas needs a geo scenario: both have their own tests; ppo is a
+# learned policy named with its model file (tests/agents)
+NAMES = [n for n in POLICIES if n not in ("optimal", "pdr-pas", "ppo")]
 
 
 def build(name: str, config: FarmConfig, mode: str = "server", seed: int | None = 0):

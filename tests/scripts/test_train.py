@@ -15,15 +15,11 @@ pytest.importorskip("sb3_contrib")
 
 import train
 from agents.callbacks import latest_checkpoint, save_model_atomic
-from agents.ppo import (
-    PPOAgent,
-    TrainingWrapper,
-    exact_efficiency,
-    model_predictor,
-    rollout_efficiency,
-    write_sidecar,
-)
+from agents.ppo import PPOAgent, model_predictor, write_sidecar
+from agents.wrappers import TrainingWrapper
 from envs import ServerFarmEnv, load_scenario
+from evaluation.measure import exact_efficiency
+from evaluation.measure import simulated_efficiency as rollout_efficiency
 
 # exact efficiencies (baselines.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369
