@@ -584,15 +584,15 @@ def train(a: Args) -> dict[str, Any]:
             if progress is not None and getattr(progress, "pbar", None) is not None:
                 progress.pbar.close()
             saved = checkpointer.save_interrupted()
-            again = f"python train.py --output-dir {out} --resume"
+            again = f"continue with: python train.py --output-dir {out} --resume"
             if saved is not None:
                 what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"
             elif loaded is not None:
                 what = f"nothing trained since the checkpoint {ckpt} ({start_steps:,} timesteps)"
             else:
-                what = "interrupted before the first policy update: nothing to save"
-                again = "python train.py with the same options"
-            print(f"train.py: interrupted; {what}; continue with: {again}", file=sys.stderr)
+                what = "no policy update had finished, nothing to save"
+                again = "run the same command again to start over"
+            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
             raise SystemExit(130) from None
     learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
     final_path = save_model_atomic(model, out / "final_model.zip")
