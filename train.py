@@ -676,7 +676,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         check_output_dir(args)
         result.update(train(args))
 
-    code = run_cli(build_parser(), run, interrupted="interrupted before training started")
+    # Ctrl-C inside learn() is handled by train() (it saves a checkpoint); elsewhere (references,
+    # final evaluation) every checkpoint saved so far is complete
+    code = run_cli(
+        build_parser(),
+        run,
+        interrupted="interrupted; the checkpoints saved so far are kept (--resume continues "
+        "from the newest)",
+    )
     if code:
         raise SystemExit(code)
     return result
