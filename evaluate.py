@@ -12,6 +12,7 @@ import sys
 
 from evaluation.cli import add_run_options, run_cli
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
+from evaluation.report import check_output_paths
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
 
     def run() -> None:
+        # every output is checked before the run, which may take hours
+        check_output_paths(a.json_path, a.csv_path, figures=[a.plot_path])
         evaluate_and_write(
             a.scenario, policies, json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
             quiet=a.quiet, replications=a.replications, horizon=a.horizon, warmup=a.warmup,

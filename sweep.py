@@ -12,6 +12,7 @@ import sys
 
 from evaluation.cli import add_run_options, run_cli
 from evaluation.harness import sweep_and_write
+from evaluation.report import check_output_paths
 
 
 def _ints(text: str) -> list[int]:
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
 
     def run() -> None:
+        # every output is checked before the run, which may take hours
+        check_output_paths(a.json_path, a.csv_path, figures=[a.plot_path])
         sweep_and_write(
             split(a.scenarios), json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
             quiet=a.quiet, policies=split(a.policies), seeds=a.seeds, scales=a.scales,

@@ -30,23 +30,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import yaml
-
 from agents.callbacks import (
     AtomicCheckpointCallback,
     EfficiencyEvalCallback,
     RolloutStatsCallback,
     latest_checkpoint,
+    load_checkpoint,
     read_evaluations,
     save_model_atomic,
+    saved_best_efficiency,
     vecnormalize_path,
 )
 from agents.ppo import atomic_write_json, model_predictor, write_sidecar
+from agents.run_report import format_report, plot_learning_curves
 from agents.wrappers import TrainingWrapper
+from envs.files import load_mapping_file
 from envs.observation import check_action_mode
 from envs.scenarios import PRESETS, load_scenario
 from envs.server_farm import ServerFarmEnv
+from evaluation.cli import run_cli
 from evaluation.harness import epochs_per_duration
 from evaluation.measure import (
     EfficiencyEstimate,
@@ -55,7 +57,6 @@ from evaluation.measure import (
     reference_efficiencies,
 )
 from evaluation.provenance import versions
-from evaluation.report import save_figure
 from evaluation.stats import gaps
 
 ROOT = Path(__file__).resolve().parent
@@ -165,6 +166,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Args)}
 # ---------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        prog="train.py",
         description="Train MaskablePPO on a server-farm scenario (see docs/training.md). The "
         "defaults shown are train.Args'; the hyperparameter file (--hyperparams) overrides some "
         "of them per scenario, and options given here override the file.",
@@ -216,9 +218,8 @@ def load_hyperparams(path: str | Path, scenario_key: str, action_mode: str) -> d
         p = ROOT / p
     if not p.exists():
         raise ValueError(f"hyperparams: file {path} not found (pass 'none' to use no file)")
-    data = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"hyperparams: {p} must map scenario names to settings")
+
+    data = load_mapping_file(p)
     out: dict[str, Any] = {}
     for key in ("default", scenario_key, f"{scenario_key}:{action_mode}"):
         entry = data.get(key) or {}
@@ -235,8 +236,9 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
     """Parse the command line and merge it with the files; returns (args, explicit CLI values)."""
     cli = {k: v for k, v in vars(build_parser().parse_args(argv)).items() if v is not None}
     base: dict[str, Any] = {}
+
     if cli.get("args_file"):
-        saved = json.loads(Path(cli["args_file"]).read_text())
+        saved = load_mapping_file(cli["args_file"])
         base = {k: _coerce(k, v) for k, v in saved.items() if k in FIELDS}
         base.update(resume=False, args_file="")
     if cli.get("resume"):
@@ -247,7 +249,7 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
         )
         saved_path = Path(out) / "args.json"
         if saved_path.exists():
-            saved = json.loads(saved_path.read_text())
+            saved = load_mapping_file(saved_path)
             fixed = {k: v for k, v in cli.items() if k not in (*RESUME_OVERRIDABLE, "resume")}
             for k, v in fixed.items():
                 if k in saved and k != "output_dir" and _coerce(k, saved[k]) != v:
@@ -278,6 +280,7 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
 
 def scenario_key(spec: str, config_name: str) -> str:
     """The hyperparameter-file key of a scenario: the preset name, or the file's scenario name."""
+
     return spec if spec in PRESETS else config_name
 
 
@@ -292,6 +295,7 @@ def default_output_dir(scenario: str, action_mode: str, seed: int) -> str:
 
 def check_args(a: Args) -> Args:
     """Validate values, naming the option and the fix."""
+
     check_action_mode(a.action_mode)
     if a.vec_env not in ("dummy", "subproc"):
         raise ValueError(f"--vec-env: choose 'dummy' or 'subproc', got {a.vec_env!r}")
@@ -311,6 +315,7 @@ def check_args(a: Args) -> Args:
         if not (math.isfinite(eta) and eta >= 0):
             raise ValueError(f"--reward-eta: a fixed eta must be finite and >= 0, got {eta}")
     parse_net_arch(a.net_arch)
+    check_device(a.device)
     for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs"):
         if getattr(a, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(a, name)}")
@@ -332,6 +337,34 @@ def check_args(a: Args) -> Args:
     return a
 
 
+def check_device(device: str) -> None:
+    """Refuse a torch device that is not there (SB3 would fall back to the CPU without a word)."""
+    if device in ("cpu", "auto"):  # "auto": SB3's documented choice, the GPU if there is one
+        return
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"--device: {device!r} is not a torch device; use 'cpu' (the default), 'cuda', "
+            "'cuda:N' or 'auto'"
+        ) from None
+    fix = "use --device cpu (the default: these small networks train fastest on one CPU core)"
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else "no GPU visible"
+            raise ValueError(
+                f"--device {device}: torch {torch.__version__} ({build}) has no CUDA device; {fix}"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible"
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {device}: the MPS backend is not available here; {fix}")
+
+
 def parse_net_arch(text: str) -> list[int]:
     try:
         sizes = [int(x) for x in str(text).replace(" ", "").split(",") if x]
@@ -351,6 +384,14 @@ def make_env_fn(config: Any, a: Args, rank: int):
     """Factory of one training env (picklable for SubprocVecEnv)."""
 
     def _init():
+        if a.vec_env == "subproc":
+            import multiprocessing
+            import signal
+
+            if multiprocessing.parent_process() is not None:
+                # a worker process: Ctrl-C is the main process's to handle (it saves a
+                # checkpoint); workers would each print a KeyboardInterrupt traceback
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
         eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
         warmup = a.warmup_epochs
         if warmup < 0:  # the farm starts empty: reach steady state before learning from it
@@ -431,7 +472,7 @@ def train(a: Args) -> dict[str, Any]:
     """Run (or resume) one training job; returns the summary written to ``summary.json``."""
     import torch
     from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.callbacks import CallbackList
+    from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
     from stable_baselines3.common.vec_env import VecNormalize
 
     t_start, cpu_start = time.perf_counter(), time.process_time()
@@ -441,9 +482,37 @@ def train(a: Args) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoints"
     check_output_dir(a)
-    found = latest_checkpoint(ckpt_dir) if a.resume else None
-    if a.resume and found is None:
+    venv = make_vec_env(config, a)
+    tb_dir = str(out / "tb") if a.tensorboard else None
+    loaded = None
+    if a.resume:
+        loaded = load_checkpoint(
+            ckpt_dir,
+            venv,
+            device=a.device,
+            normalize_reward=a.normalize_reward,
+            gamma=a.gamma,
+            tensorboard_log=tb_dir,
+        )
+    if a.resume and loaded is None:
         print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+    start_steps = 0
+    if loaded is not None:
+        model, venv, ckpt, start_steps = loaded
+        if start_steps > a.total_timesteps:
+            venv.close()
+            raise ValueError(
+                f"--resume: --total-timesteps {a.total_timesteps:,} is below the "
+                f"{start_steps:,} timesteps of the run's checkpoint {ckpt}; a run cannot be "
+                "shortened (its result is in summary.json): give a larger total to train on"
+            )
+        # fresh random streams for the continuation (the first ones were seeded with a.seed)
+        model.set_random_seed(a.seed + model.num_timesteps)
+        print(f"resuming {out} from {ckpt.name} ({model.num_timesteps} timesteps)")
+    else:
+        if a.normalize_reward:
+            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
+        model = new_model(a, venv, tb_dir)
     atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
 
     # reference points, computed once per run directory
@@ -455,33 +524,22 @@ def train(a: Args) -> dict[str, Any]:
         refs = reference_efficiencies(config)
         atomic_write_json(ref_file, refs.as_dict())
 
-    venv = make_vec_env(config, a)
-    tb_dir = str(out / "tb") if a.tensorboard else None
-    start_steps = 0
-    if found is not None:
-        ckpt, start_steps = found
-        vn = vecnormalize_path(ckpt)
-        if a.normalize_reward and vn.exists():
-            venv = VecNormalize.load(str(vn), venv)
-        elif a.normalize_reward:
-            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
-        model = MaskablePPO.load(ckpt, env=venv, device=a.device, tensorboard_log=tb_dir)
-        # fresh random streams for the continuation (the first ones were seeded with a.seed)
-        model.set_random_seed(a.seed + model.num_timesteps)
-        print(f"resuming {out} from {ckpt.name} ({model.num_timesteps} timesteps)")
-    else:
-        if a.normalize_reward:
-            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
-        model = new_model(a, venv, tb_dir)
-
     sidecar = {"train_args": dataclasses.asdict(a)}
+    best_path = out / "best_model.zip"
 
     def save_best(m: Any) -> None:
-        path = save_model_atomic(m, out / "best_model.zip")
-        write_sidecar(path, config, a.action_mode, timesteps=int(m.num_timesteps), **sidecar)
+        path = save_model_atomic(m, best_path)
+        write_sidecar(
+            path,
+            config,
+            a.action_mode,
+            timesteps=int(m.num_timesteps),
+            eval_efficiency=evaluator.best_efficiency,
+            **sidecar,
+        )
 
     eval_log = out / "evaluations.jsonl"
-    history = read_evaluations(eval_log) if found is not None else []
+    history = read_evaluations(eval_log) if loaded is not None else []
     measure = partial(
         measure_efficiency,
         config=config,
@@ -498,25 +556,40 @@ def train(a: Args) -> dict[str, Any]:
         log_path=eval_log,
         save_best=save_best,
         history=history,
+        best_efficiency=saved_best_efficiency(best_path, history) if loaded is not None else None,
         verbose=a.verbose,
     )
+    checkpointer = AtomicCheckpointCallback(a.checkpoint_freq, ckpt_dir, verbose=a.verbose)
+    # SB3's own progress bar, as a callback of ours so that an interruption can close it
+    progress = ProgressBarCallback() if a.progress_bar else None
     callbacks = CallbackList(
-        [
-            RolloutStatsCallback(refs.pas.efficiency),
-            evaluator,
-            AtomicCheckpointCallback(a.checkpoint_freq, ckpt_dir, verbose=a.verbose),
-        ]
+        [RolloutStatsCallback(refs.pas.efficiency), evaluator, checkpointer]
+        + ([progress] if progress is not None else [])
     )
     remaining = max(0, a.total_timesteps - start_steps)
     t_learn, cpu_learn = time.perf_counter(), time.process_time()
     if remaining > 0:
-        model.learn(
-            remaining,
-            callback=callbacks,
-            reset_num_timesteps=found is None,
-            tb_log_name="ppo",
-            progress_bar=a.progress_bar,
-        )
+        try:
+            model.learn(
+                remaining,
+                callback=callbacks,
+                reset_num_timesteps=loaded is None,
+                tb_log_name="ppo",
+            )
+        except KeyboardInterrupt:
+            if progress is not None and getattr(progress, "pbar", None) is not None:
+                progress.pbar.close()
+            saved = checkpointer.save_interrupted()
+            again = f"continue with: python train.py --output-dir {out} --resume"
+            if saved is not None:
+                what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"
+            elif loaded is not None:
+                what = f"nothing trained since the checkpoint {ckpt} ({start_steps:,} timesteps)"
+            else:
+                what = "no policy update had finished, nothing to save"
+                again = "run the same command again to start over"
+            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
+            raise SystemExit(130) from None
     learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
     final_path = save_model_atomic(model, out / "final_model.zip")
     write_sidecar(final_path, config, a.action_mode, timesteps=int(model.num_timesteps), **sidecar)
@@ -525,7 +598,6 @@ def train(a: Args) -> dict[str, Any]:
     venv.close()
 
     # final measurement: exact where solvable; else long fresh-seed replications
-    best_path = out / "best_model.zip"
     if not best_path.exists():  # e.g. evaluations disabled
         save_best(model)
     best = MaskablePPO.load(best_path, device=a.device)
@@ -557,7 +629,7 @@ def train(a: Args) -> dict[str, Any]:
         "learn_cpu_s": learn_cpu_s,  # this process's CPU time: the wall time on an idle core
         "total_wall_s": time.perf_counter() - t_start,
         "total_cpu_s": time.process_time() - cpu_start,
-        "resumed_from": start_steps if found is not None else None,
+        "resumed_from": start_steps if loaded is not None else None,
         "references": refs.as_dict(),
         "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best)},
         "final": {"path": str(final_path), **report(est_final)},
@@ -576,102 +648,6 @@ def train(a: Args) -> dict[str, Any]:
     return summary
 
 
-def _fmt(est: dict[str, Any]) -> str:
-    s = f"{est['efficiency']:.6f}"
-    return s + (" (exact)" if est["method"] == "exact" else f" +- {est['ci95']:.6f} (95% CI)")
-
-
-def format_report(s: dict[str, Any]) -> str:
-    """The human summary printed at the end of a run."""
-    refs, best = s["references"], s["best"]
-    lines = [
-        "",
-        f"scenario {s['scenario']} ({s['action_mode']} actions), seed {s['seed']}: "
-        f"{s['timesteps']:,} timesteps, training {s['learn_wall_s']:.0f} s, "
-        f"total {s['total_wall_s']:.0f} s wall ({s['total_cpu_s']:.0f} s CPU)",
-        f"  PPO (best model, {best['timesteps']:,} steps)  efficiency {_fmt(best)}",
-        f"  PPO (final model)              efficiency {_fmt(s['final'])}",
-        f"  PAS                            efficiency {_fmt(refs['pas'])}",
-    ]
-    if refs["optimum"] is not None:
-        lines.append(f"  optimum                        efficiency {refs['optimum']:.6f} (exact)")
-    else:
-        lines.append(f"  optimum                        {refs['optimum_note']}")
-    if refs["upper_bound"] is not None:
-        lines.append(f"  upper bound (relaxation)       efficiency {refs['upper_bound']:.6f}")
-    parts = [f"PPO vs PAS: {best['gap_to_pas_pct']:+.3f}%"]
-    if best["gap_to_optimum_pct"] is not None:
-        parts.append(f"gap to optimum: {best['gap_to_optimum_pct']:.3f}%")
-    if best["pas_gap_closed"] is not None:
-        parts.append(f"share of PAS's gap closed: {100 * best['pas_gap_closed']:.0f}%")
-    if best["gap_to_bound_pct"] is not None:
-        parts.append(f"gap to bound: {best['gap_to_bound_pct']:.3f}%")
-    lines.append("  " + "   ".join(parts))
-    p = s["paths"]
-    lines += [
-        f"  model: {best['path']} (final: {s['final']['path']})",
-        f"  logs: {p['tensorboard'] or '(TensorBoard off)'}, {p['evaluations']}; "
-        f"summary: {Path(p['run_dir']) / 'summary.json'}",
-    ]
-    return "\n".join(lines)
-
-
-def plot_learning_curves(
-    run_dirs: list[str | Path],
-    path: str | Path,
-    title: str = "",
-    labels: list[str] | None = None,
-) -> None:
-    """Efficiency against timesteps of one or more runs of the same scenario (their
-    ``evaluations.jsonl``), with PAS and the optimum (or the upper bound) as horizontal lines.
-
-    ``python -c "import train; train.plot_learning_curves(['runs/a', 'runs/b'], 'curve.png')"``
-    """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.0, 3.8))
-    ax = fig.add_subplot()
-    refs: dict[str, Any] = {}
-    ys: list[float] = []
-    for i, run_dir in enumerate(run_dirs):
-        d = Path(run_dir)
-        hist = read_evaluations(d / "evaluations.jsonl")
-        refs = json.loads((d / "references.json").read_text())
-        args = json.loads((d / "args.json").read_text())
-        t = np.array([h["timesteps"] for h in hist])
-        e = np.array([h["efficiency"] for h in hist])
-        ci = np.array([h["ci95"] if math.isfinite(h["ci95"]) else 0.0 for h in hist])
-        label = labels[i] if labels else f"PPO seed {args['seed']}"
-        line = ax.plot(t, e, marker=".", lw=1.2, label=label)[0]
-        if ci.any():
-            ax.fill_between(t, e - ci, e + ci, color=line.get_color(), alpha=0.2, lw=0)
-        ys.extend(e[len(e) // 3 :])  # zoom on the learnt part, not the random start
-        title = title or f"{args['scenario']} ({args['action_mode']} actions)"
-    pas = refs["pas"]["efficiency"]
-    ax.axhline(pas, color="k", ls="--", lw=1, label=f"PAS {pas:.4f}")
-    ys.append(pas)
-    for key, style, color, label in (
-        ("optimum", "-", "#c44e52", "optimum"),
-        ("upper_bound", ":", "#55a868", "upper bound"),
-    ):
-        if refs.get(key) is not None:
-            ax.axhline(refs[key], color=color, ls=style, lw=1, label=f"{label} {refs[key]:.4f}")
-            ys.append(refs[key])
-    lo, hi = min(ys), max(ys)
-    pad = 0.25 * (hi - lo) + 1e-4 * hi
-    ax.set_ylim(lo - pad, hi + pad)
-    from matplotlib.ticker import FuncFormatter
-
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
-    ax.set_xlabel("timesteps (decisions)")
-    ax.set_ylabel("efficiency (deterministic policy)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path)
-
-
 def check_output_dir(a: Args) -> None:
     """A new run must not overwrite another run's checkpoints."""
 
@@ -683,14 +659,28 @@ def check_output_dir(a: Args) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Command-line entry point: settings errors exit with status 2 and a one-line message."""
-    try:
+    """Command-line entry point; returns the run's summary. Bad settings or files exit with status
+    2 and a one-line message (``evaluation.cli.run_cli``, as evaluate.py and sweep.py), Ctrl-C
+    with 130 after saving a checkpoint."""
+
+    result: dict[str, Any] = {}
+
+    def run() -> None:
         args, _ = resolve_args(argv)
         check_output_dir(args)
-    except ValueError as err:
-        print(f"train.py: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    return train(args)
+        result.update(train(args))
+
+    # Ctrl-C inside learn() is handled by train() (it saves a checkpoint); elsewhere (references,
+    # final evaluation) every checkpoint saved so far is complete
+    code = run_cli(
+        build_parser(),
+        run,
+        interrupted="interrupted; the checkpoints saved so far are kept (--resume continues "
+        "from the newest)",
+    )
+    if code:
+        raise SystemExit(code)
+    return result
 
 
 if __name__ == "__main__":

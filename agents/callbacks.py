@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "EfficiencyEvalCallback",
     "RolloutStatsCallback",
     "latest_checkpoint",
+    "list_checkpoints",
     "read_evaluations",
     "save_model_atomic",
 ]
@@ -62,16 +64,19 @@ def vecnormalize_path(model_path: str | Path) -> Path:
     return p.with_name(p.stem + "_vecnormalize.pkl")
 
 
-def latest_checkpoint(ckpt_dir: str | Path) -> tuple[Path, int] | None:
-    """(path, timesteps) of the newest complete checkpoint in ``ckpt_dir``, or None."""
+def list_checkpoints(ckpt_dir: str | Path) -> list[tuple[Path, int]]:
+    """(path, timesteps) of the complete checkpoints in ``ckpt_dir``, newest first."""
     d = Path(ckpt_dir)
     if not d.is_dir():
-        return None
+        return []
     found = [(int(m.group(1)), d / f.name) for f in d.iterdir() if (m := CKPT_RE.match(f.name))]
-    if not found:
-        return None
-    steps, path = max(found)
-    return path, steps
+    return [(path, steps) for steps, path in sorted(found, reverse=True)]
+
+
+def latest_checkpoint(ckpt_dir: str | Path) -> tuple[Path, int] | None:
+    """(path, timesteps) of the newest complete checkpoint in ``ckpt_dir``, or None."""
+    found = list_checkpoints(ckpt_dir)
+    return found[0] if found else None
 
 
 def read_evaluations(path: str | Path) -> list[dict[str, Any]]:
@@ -137,6 +142,13 @@ class EfficiencyEvalCallback(BaseCallback):
         log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).
         save_best: called as ``save_best(model)`` whenever the efficiency beats the best so far.
         history: evaluations restored on ``--resume`` (dicts as written to ``log_path``).
+        best_efficiency: the measured efficiency of the best model already saved by the run
+            being resumed (default: the best in ``history``); only a better one replaces it.
+
+    On a resume, the evaluations up to the checkpoint's timesteps stay in the history and the log;
+    those made after it (by a model the resumed run does not continue) are moved to
+    ``evaluations_superseded.jsonl`` next to the log, since the resumed run measures those
+    timesteps again. The best model may be one of them: it stays the best until beaten.
     """
 
     def __init__(
@@ -147,6 +159,7 @@ class EfficiencyEvalCallback(BaseCallback):
         log_path: str | Path | None = None,
         save_best: Callable[[Any], None] | None = None,
         history: list[dict[str, Any]] | None = None,
+        best_efficiency: float | None = None,
         verbose: int = 0,
     ):
         super().__init__(verbose)
@@ -156,15 +169,24 @@ class EfficiencyEvalCallback(BaseCallback):
         self.log_path = Path(log_path) if log_path is not None else None
         self.save_best = save_best
         self.history: list[dict[str, Any]] = list(history or [])
-        self.best_efficiency = max((h["efficiency"] for h in self.history), default=-np.inf)
+        if best_efficiency is None:
+            best_efficiency = max((h["efficiency"] for h in self.history), default=-np.inf)
+        self.best_efficiency = float(best_efficiency)
+        self.superseded: list[dict[str, Any]] = []
         self._last_eval = self.history[-1]["timesteps"] if self.history else -1
 
     def _init_callback(self) -> None:
-        # a resumed run continues counting from the checkpoint: drop evaluations made after it
-        self.history = [h for h in self.history if h["timesteps"] <= self.num_timesteps]
-        self.best_efficiency = max((h["efficiency"] for h in self.history), default=-np.inf)
+        # a resumed run continues from the checkpoint's timesteps (the model's: SB3 updates the
+        # callback's own num_timesteps only at the first step); evaluations made after them are
+        # redone, so they move out of the history, to a file of their own rather than nowhere
+        start = self.model.num_timesteps
+        self.superseded = [h for h in self.history if h["timesteps"] > start]
+        self.history = [h for h in self.history if h["timesteps"] <= start]
         self._last_eval = self.history[-1]["timesteps"] if self.history else -1
         if self.log_path is not None:
+            if self.superseded:
+                with open(self.log_path.with_name("evaluations_superseded.jsonl"), "a") as f:
+                    f.write("".join(json.dumps(h) + "\n" for h in self.superseded))
             self._rewrite_log()
 
     def _rewrite_log(self) -> None:
@@ -235,6 +257,11 @@ class AtomicCheckpointCallback(BaseCallback):
     ``keep_last`` newest.
 
     ``on_save`` (e.g. writing the run's state file) is called after each checkpoint.
+
+    It also keeps in memory a copy of the parameters (policy and optimizer) at the latest rollout
+    start: :meth:`save_interrupted` writes them as the checkpoint of those timesteps after a
+    Ctrl-C, whether it came during a rollout or an update (the samples of the unfinished rollout
+    are collected again on ``--resume``; VecNormalize statistics are saved as they are).
     """
 
     def __init__(
@@ -251,10 +278,35 @@ class AtomicCheckpointCallback(BaseCallback):
         self.keep_last = max(1, int(keep_last))
         self.on_save = on_save
         self._last_save = -1
+        self._start = 0
+        self._snapshot: tuple[int, int, dict[str, Any]] | None = None
 
     def _init_callback(self) -> None:
         self.save_dir.mkdir(parents=True, exist_ok=True)
-        self._last_save = self.num_timesteps
+        # the model's count: a resumed run starts at its checkpoint, which exists already
+        self._last_save = self._start = self.model.num_timesteps
+
+    def _take_snapshot(self) -> None:
+        params = copy.deepcopy(self.model.get_parameters())
+        self._snapshot = (int(self.model.num_timesteps), int(self.model._n_updates), params)
+
+    def save_interrupted(self) -> tuple[Path, int] | None:
+        """After an interruption inside ``learn``: save the parameters of the latest rollout start
+        as that step's checkpoint; (path, timesteps), or None if nothing was trained since this
+        ``learn`` call started (a resumed run's checkpoint is then still the latest)."""
+        if self._snapshot is None or self._snapshot[0] == self._start:
+            return None
+        steps, n_updates, params = self._snapshot
+        path = self.save_dir / f"ckpt_{steps}_steps.zip"
+        if steps != self._last_save or not path.exists():
+            self.model.set_parameters(params, exact_match=True, device=self.model.device)
+            self.model.num_timesteps, self.model._n_updates = steps, n_updates
+            self.num_timesteps = steps
+            path = self.save()
+        return path, steps
+
+    def _on_training_start(self) -> None:
+        self._take_snapshot()
 
     def save(self) -> Path:
         steps = int(self.num_timesteps)
@@ -285,6 +337,7 @@ class AtomicCheckpointCallback(BaseCallback):
         # num_timesteps samples, so a resumed run loses nothing and repeats nothing
         if self.save_freq > 0 and self.num_timesteps - self._last_save >= self.save_freq:
             self.save()
+        self._take_snapshot()
 
     def _on_step(self) -> bool:
         return True
@@ -292,3 +345,73 @@ class AtomicCheckpointCallback(BaseCallback):
     def _on_training_end(self) -> None:
         if self._last_save != self.num_timesteps:
             self.save()
+
+
+def load_checkpoint(
+    ckpt_dir: str | Path,
+    venv: Any,
+    *,
+    device: str = "cpu",
+    normalize_reward: bool = False,
+    gamma: float = 0.99,
+    tensorboard_log: str | None = None,
+) -> tuple[Any, Any, Path, int] | None:
+    """Load the newest checkpoint of ``ckpt_dir`` that loads, attached to ``venv`` (wrapped in
+    its VecNormalize statistics when ``normalize_reward``): ``(model, venv, path, timesteps)``,
+    or None if there is no checkpoint.
+
+    A checkpoint that cannot be loaded (cut short, overwritten, disk error) is skipped with a
+    warning on stderr and the previous one is tried; if none loads, a ValueError says why.
+    """
+    import sys
+
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    found = list_checkpoints(ckpt_dir)
+    errors = []
+    for path, steps in found:
+        try:
+            model = MaskablePPO.load(path, device=device, tensorboard_log=tensorboard_log)
+            if model.num_timesteps != steps:
+                raise ValueError(f"it holds {model.num_timesteps} timesteps, its name says {steps}")
+            env = venv
+            if normalize_reward:
+                vn = vecnormalize_path(path)
+                env = (
+                    VecNormalize.load(str(vn), venv)
+                    if vn.exists()
+                    else VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
+                )
+            model.set_env(env)
+        except Exception as err:  # any failure to load our own file means it is damaged
+            why = " ".join(f"{type(err).__name__}: {err}".split())
+            errors.append(f"{path.name} ({why})")
+            print(
+                f"warning: checkpoint {path} cannot be loaded ({why}); trying the previous one",
+                file=sys.stderr,
+            )
+            continue
+        return model, env, path, steps
+    if errors:
+        raise ValueError(
+            f"--resume: no checkpoint in {ckpt_dir} can be loaded: {'; '.join(errors)}"
+        )
+    return None
+
+
+def saved_best_efficiency(best_model: str | Path, history: list[dict[str, Any]]) -> float | None:
+    """The measured efficiency of the best model a run saved (its sidecar's ``eval_efficiency``;
+    for runs that predate it, the best efficiency in its evaluation history), or None if the run
+    has no best model yet."""
+    p = Path(best_model)
+    if not p.exists():
+        return None
+    side = p.with_suffix(".json")
+    try:
+        value = json.loads(side.read_text()).get("eval_efficiency")
+    except (OSError, ValueError, AttributeError):
+        value = None
+    if value is not None:
+        return float(value)
+    return max((h["efficiency"] for h in history), default=None)

@@ -56,18 +56,28 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no table, no progress bar")
 
 
-def run_cli(parser: argparse.ArgumentParser, run: Callable[[], object]) -> int:
-    """Call ``run`` with the exit codes both scripts promise: 0; 2 (message on stderr) for a
-    usage error (bad scenario, policy name, option value: ``ValueError``); 130 on Ctrl-C, before
-    which no output file was written or modified (the reports are written atomically at the end)."""
+def run_cli(
+    parser: argparse.ArgumentParser,
+    run: Callable[[], object],
+    interrupted: str = "interrupted; no output file was written or modified",
+) -> int:
+    """Call ``run`` with the exit codes the scripts (``evaluate.py``, ``sweep.py``, ``train.py``)
+    promise: 0; 2 with a one-line message on stderr and no traceback for bad input (a bad
+    scenario, file, policy name or option value: any ``ValueError``, which includes
+    ``envs.config.ConfigError`` and ``envs.files.FileFormatError``); 130 on Ctrl-C, with the
+    one-line message ``interrupted`` (by default: no output file was written or modified, true of
+    the evaluation scripts, whose reports are written atomically at the end)."""
     try:
         run()
     except ValueError as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        print(f"{parser.prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: interrupted; no output file was written or modified", file=sys.stderr
-        )
+        print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
     return 0
+
+
+def _one_line(err: BaseException) -> str:
+    # a multi-line message (a YAML parser's caret diagram, a wrapped solver error) stays one line
+    return " ".join(str(err).split()) or type(err).__name__

@@ -14,7 +14,9 @@ import io
 import json
 import math
 import os
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -42,7 +44,10 @@ __all__ = [
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file next to ``path``; on a clean exit it replaces ``path`` atomically, on
-    any exception (including KeyboardInterrupt) it is deleted and ``path`` is left untouched."""
+    any exception (including KeyboardInterrupt) it is deleted and ``path`` is left untouched.
+
+    The result has the permissions a plain ``open(path, "w")`` would leave: those of the file it
+    replaces, or for a new file 0666 less the umask (``mkstemp`` alone would make it 0600)."""
     if mode not in ("w", "wb"):
         raise ValueError(f"mode: atomic_open writes whole files, use 'w' or 'wb', got {mode!r}")
     path = Path(path)
@@ -56,6 +61,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding, newline=None) as fh:
             yield fh
             fh.flush()
+            os.chmod(tmp, _mode_for(path))
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -64,16 +70,72 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         raise
 
 
-def check_output_paths(*paths: str | Path | None) -> None:
-    """Raise ValueError now (not after a long run) if an output's directory does not exist."""
-    for p in paths:
-        if p is None:
+def _mode_for(path: Path) -> int:
+    """Permission bits for a file written to ``path``: the existing file's, else 0666 & ~umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    # the only portable way to read the umask is to set it (and put it back at once); the lock
+    # keeps two threads writing reports from reading each other's temporary value
+    with _UMASK_LOCK:
+        old = os.umask(0o077)
+        os.umask(old)
+    return old
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def check_output_paths(
+    *paths: str | Path | None, figures: Sequence[str | Path | None] = ()
+) -> None:
+    """Raise ValueError now, before a long run, for any output that could not be written after it:
+    a directory that does not exist or cannot be written to, a path that is a directory, the same
+    file given twice, or (``figures``) a figure format matplotlib cannot write."""
+    seen: dict[Path, str] = {}
+    for p in (*paths, *figures):
+        if p is None or str(p) == "":
             continue
-        d = Path(p).parent
-        if str(d) and not d.is_dir():
-            raise ValueError(f"output path {p}: directory {d} does not exist; create it first")
-        if Path(p).is_dir():
+        path = Path(p)
+        d = path.parent if str(path.parent) else Path(".")
+        if not d.is_dir():
+            why = "is not a directory" if d.exists() else "does not exist; create it first"
+            raise ValueError(f"output path {p}: directory {d} {why}")
+        if path.is_dir():
             raise ValueError(f"output path {p}: is a directory; give a file name")
+        key = path.resolve()
+        if key in seen:
+            raise ValueError(f"output path {p}: given twice (also as {seen[key]}); give two files")
+        seen[key] = str(p)
+        try:  # the only reliable test (permissions, read-only mounts, ACLs, root) is to try
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=d)
+        except OSError as err:
+            raise ValueError(
+                f"output path {p}: cannot create files in {d} ({err.strerror}); "
+                "choose a writable directory"
+            ) from None
+        os.close(fd)
+        os.unlink(probe)
+    for p in figures:
+        if p is None or str(p) == "":
+            continue
+        fmt = Path(p).suffix.lstrip(".").lower() or "png"
+        supported = _figure_formats()
+        if fmt not in supported:
+            raise ValueError(
+                f"output path {p}: matplotlib cannot write .{fmt} figures; use one of "
+                f"{', '.join('.' + f for f in sorted(supported))}"
+            )
+
+
+def _figure_formats() -> set[str]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return set(FigureCanvasAgg.get_supported_filetypes())
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
