@@ -151,7 +151,7 @@ def plot_leaderboard(board: Mapping[str, Any], path: str | Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("normalised score (random = 0, reference = 100)")
     ax.set_title(f"suite {board['suite']} v{board['suite_version']}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # clear of the bars
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
     with atomic_open(path, "wb") as fh:
         fig.savefig(fh, format=fmt, dpi=120, bbox_inches="tight")
