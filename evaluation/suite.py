@@ -7,9 +7,9 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
     suite_version: "1"
     defaults: {replications: 10}
     scenarios:
-      - {name: tiny, farm: tiny, reference: optimum, seed: 1001, horizon: 40000, warmup: 4000}
+      - {name: tiny, farm: tiny, reference: optimum, seed: 1001, horizon: 20000, warmup: 2000}
       - {name: paper-100-lognormal, farm: paper-100, job_size: {distribution: lognormal, scv: 4},
-         reference: bound, seed: 1006, horizon: 200000, warmup: 20000}
+         reference: bound, seed: 1005, horizon: 400000, warmup: 20000}
 
 ``farm`` is a preset name or an inline scenario mapping (the suite then stands alone);
 ``job_size`` replaces every job type's size distribution; ``reference`` is ``optimum`` (the exact
