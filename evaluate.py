@@ -23,7 +23,18 @@ def build_parser() -> argparse.ArgumentParser:
         "gaps to PAS, the exact optimum and the relaxation upper bound.",
     )
     p.add_argument(
-        "scenario", help="preset name (tiny, small-1, paper-100, large-10k, ...) or YAML/JSON path"
+        "scenario",
+        nargs="?",
+        help="preset name (tiny, small-1, paper-100, large-10k, ...) or YAML/JSON path",
+    )
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="run a benchmark suite instead (shipped: core; or a suite YAML path) and write its "
+        "leaderboard with normalised scores (docs/evaluation.md)",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="with --suite: write leaderboard.{json,md,csv,png} here"
     )
     p.add_argument(
         "--policies",
@@ -69,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
+    if a.suite is not None:
+        from evaluation.leaderboard import suite_cli
+
+        return run_cli(parser, lambda: suite_cli(parser, a, policies))
+    if a.scenario is None or a.out is not None:
+        parser.error("give a SCENARIO (or --suite NAME); --out is for --suite")
 
     def run() -> None:
         # every output is checked before the run, which may take hours
