@@ -16,7 +16,7 @@ Frame layout (``size`` pixels, 960 x 540 by default):
   as an occupancy histogram instead: bar b is the share of the group's servers holding b jobs,
   coloured like a cell at that level. Groups the arriving job may use are outlined in its
   type's colour; the others are faded. The server that received the previous job is framed
-  (in the aggregate view: the (group, level) bar it was taken from);
+  (in the aggregate view an arrow points at the (group, level) bar it was taken from);
 * right: the arriving job (type, the groups it may use), the previous decision (action, the
   server it chose, and whether a masked action was replaced by the fallback), the running
   throughput, power, efficiency and blocking since reset, and the running efficiency against
@@ -343,12 +343,12 @@ class FarmRenderer:
         else:
             self._update_cells(env, allowed, colour, d)
         st = env.running_stats
-        if st["steps"] < len(self._times) or (self._times and st["time"] < self._times[-1]):
+        if self._times and st["time"] < self._times[-1]:
             self.clear_history()  # a reset the env did not report
-        eff_key = "cost_efficiency" if env.objective == "cost" else "efficiency"
-        eff = st[eff_key]
-        self._times.append(st["time"])
-        self._effs.append(eff)
+        eff = st["cost_efficiency" if env.objective == "cost" else "efficiency"]
+        if not self._times or st["time"] > self._times[-1]:  # (a state drawn again: no new point)
+            self._times.append(st["time"])
+            self._effs.append(eff)
         if len(self._times) > _HISTORY:  # thin out the past, keep the latest point
             self._times[:] = self._times[-1::-2][::-1]
             self._effs[:] = self._effs[-1::-2][::-1]

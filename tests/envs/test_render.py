@@ -196,11 +196,11 @@ def test_record_video(tmp_path) -> None:
 
     env = RecordVideo(
         make_env("tiny", "group", render_mode="rgb_array", max_episode_steps=8),
-        str(tmp_path), episode_trigger=lambda _: True, disable_logger=True,
+        str(tmp_path / "videos"), episode_trigger=lambda _: True, disable_logger=True,
     )  # fmt: skip
     env.reset(seed=0)
     truncated = False
     while not truncated:
         _, _, _, truncated, _ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
     env.close()
-    assert list(tmp_path.glob("*.mp4"))
+    assert list((tmp_path / "videos").glob("*.mp4"))
