@@ -20,6 +20,7 @@ from envs.observation import (
     n_interval_features,
     obs_size,
 )
+from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
 from envs.validation import count_argument, real_argument
@@ -184,10 +185,24 @@ class ServerFarmEnv(gym.Env):
       with the scenario's electricity prices).
     * ``invalid_action``: ``"fallback"`` or ``"raise"``.
     * ``warmup_epochs``, ``warmup_policy``: see Starting State.
-    * ``render_mode``: ``None`` or ``"ansi"``.
+    * ``render_mode``: ``None``, ``"ansi"``, ``"rgb_array"`` or ``"human"`` (see Rendering).
+
+    ## Rendering
+
+    ``"ansi"``: a few lines of text (time, job type, occupancies). ``"rgb_array"``: ``render()``
+    returns a ``uint8[540, 960, 3]`` frame (``gymnasium.wrappers.RecordVideo``, notebooks);
+    ``"human"``: the same picture in a matplotlib window, redrawn at every ``step`` and ``reset``
+    (``metadata["render_fps"]`` frames per second). The frame shows the groups as labelled blocks
+    of server cells coloured by occupancy n / B_k (per-group occupancy histograms on farms too
+    large for cells, e.g. ``large-10k``), the arriving job and the groups it may use, the server
+    that got the previous job, the running throughput, power, efficiency and blocking since
+    reset, and the running efficiency against PAS's on this farm (a seeded simulation of the
+    built-in PAS dispatcher, run at the first frame). Layout: :mod:`envs.render`. Read-only
+    state for other renderers: :attr:`occupancy`, :attr:`level_counts`, :attr:`job_type`,
+    :attr:`last_decision`, :attr:`running_stats`.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
     def __init__(
         self,
@@ -220,7 +235,9 @@ class ServerFarmEnv(gym.Env):
         if warmup_policy not in ("pas", "random"):
             raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode: unsupported {render_mode!r}; use None or 'ansi'")
+            raise ValueError(
+                f"render_mode: unsupported {render_mode!r}; use None or one of {list(RENDER_MODES)}"
+            )
         self.reward_eta = reward_eta
         self.eta_tau = float(eta_tau)
         self.reward_scale = float(reward_scale)
@@ -253,6 +270,8 @@ class ServerFarmEnv(gym.Env):
         self._bind_buffers()
         self._eta_initialised = False
         self._started = False
+        self._renderer: FarmRenderer | None = None  # built at the first rgb_array/human frame
+        self._last_decision: Decision | None = None  # kept only when rendering
 
     # ---- helpers -------------------------------------------------------------------------------
     def _bind_buffers(self) -> None:
@@ -342,6 +361,8 @@ class ServerFarmEnv(gym.Env):
         # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
         kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self.sim._tag)
         self._started = True
+        if self.render_mode is not None:
+            self._after_transition(None)
         return self._obs.copy(), self._get_info(self._out.tolist())
 
     def step(self, action):
@@ -356,6 +377,7 @@ class ServerFarmEnv(gym.Env):
         elif not self.action_space.contains(action):
             raise ValueError(self._not_an_action(action))
         self._act[0] = action
+        decision = chosen(self, int(self._act[0])) if self.render_mode is not None else None
         if kn.vec_step(
             self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim._tag
         ):
@@ -363,6 +385,8 @@ class ServerFarmEnv(gym.Env):
                 f"action {action} is masked out for job type {self._job} (a full or "
                 "unavailable server); choose an action where action_masks() is True"
             )
+        if decision is not None:
+            self._after_transition(decision)
         o = self._out.tolist()
         return self._obs.copy(), o[kn.X_REWARD], False, False, self._get_info(o)
 
@@ -373,9 +397,27 @@ class ServerFarmEnv(gym.Env):
             "int, a NumPy integer or a 0-d integer array)"
         )
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
+    def _after_transition(self, decision: Decision | None) -> None:
+        """Rendering bookkeeping after a reset (``None``) or a step; human mode draws now."""
+        self._last_decision = decision
+        if decision is None and self._renderer is not None:
+            self._renderer.clear_history()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | np.ndarray | None:
+        """The frame of ``render_mode`` (see Rendering): text, ``uint8[H, W, 3]`` or None."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "You are calling render method without specifying any render mode. "
+                "You can specify the render_mode at initialization, "
+                f'e.g. gym.make("{self.spec.id if self.spec else "ServerFarm-v0"}", render_mode="rgb_array")'
+            )
             return None
+        if self.render_mode != "ansi":
+            if self._renderer is None:
+                self._renderer = FarmRenderer(self.render_mode, fps=self.metadata["render_fps"])
+            return self._renderer.render(self)
         c = self.config
         lines = [f"t={self.sim.time:.3f} job type {self._job} ({c.job_types[self._job].name})"]
         for k, g in enumerate(c.groups):
@@ -383,3 +425,45 @@ class ServerFarmEnv(gym.Env):
             shown = " ".join(str(int(n)) for n in occ[:40]) + (" ..." if len(occ) > 40 else "")
             lines.append(f"{g.name:>12} (B={g.buffer}): {shown}")
         return "\n".join(lines)
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        super().close()
+
+    # ---- read-only state for renderers -----------------------------------------------------------
+    @property
+    def occupancy(self) -> np.ndarray:
+        """int64[S]: jobs on each server now (a copy)."""
+        return self.sim.occ.copy()
+
+    @property
+    def level_counts(self) -> np.ndarray:
+        """int64[K, Bmax+1]: servers of group k holding b jobs now (a copy)."""
+        return self.sim.level_counts.copy()
+
+    @property
+    def job_type(self) -> int:
+        """Type of the job waiting for the decision (-1 before the first reset)."""
+        return self._job
+
+    @property
+    def last_decision(self) -> Decision | None:
+        """Where the last step sent its job (None after a reset, or when not rendering)."""
+        return self._last_decision
+
+    @property
+    def running_stats(self) -> dict[str, float]:
+        """Since the last reset: time, steps, throughput, power, efficiency (work / energy),
+        cost_efficiency (work / money) and blocking, as in ``info``."""
+        o = self._out
+        return {
+            "time": float(o[kn.X_TIME]),
+            "steps": int(self._eib[kn.E_STEPS]),
+            "throughput": float(o[kn.X_THROUGHPUT]),
+            "power": float(o[kn.X_POWER]),
+            "efficiency": float(o[kn.X_EFFICIENCY]),
+            "cost_efficiency": float(o[kn.X_COSTEFF]),
+            "blocking": float(o[kn.X_BLOCKING]),
+        }

@@ -374,7 +374,7 @@ def test_registration_survives_reload() -> None:
         ({"invalid_action": "ignore"}, "invalid_action"),
         ({"warmup_epochs": -1}, "warmup_epochs"),
         ({"warmup_policy": "jsq"}, "warmup_policy"),
-        ({"render_mode": "human"}, "render_mode"),
+        ({"render_mode": "video"}, "render_mode"),
     ],
 )
 def test_constructor_validation(kwargs: dict, match: str) -> None:
@@ -411,7 +411,8 @@ def test_render_ansi(mode: str) -> None:
         assert g.name in text
     plain = ServerFarmEnv("tiny", action_mode=mode)
     plain.reset(seed=0)
-    assert plain.render() is None
+    with pytest.warns(UserWarning, match="render_mode"):
+        assert plain.render() is None
     big = ServerFarmEnv("large-10k", render_mode="ansi")
     big.reset(seed=0)
     assert "..." in big.render()  # long groups are abbreviated
