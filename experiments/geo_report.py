@@ -184,7 +184,7 @@ def plot_frontier_figure(
     lat = np.array([p.latency for p in pts])
     en = np.array([p.energy_cost for p in pts])
     net = np.array([p.network_cost for p in pts])
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     sc = ax.scatter(lat, en, c=net, cmap="viridis", s=22, edgecolors="k", linewidths=0.3, zorder=2)
     fig.colorbar(sc, ax=ax, label="network cost per interval")
     for (label, sol), marker, colour in zip(
@@ -200,7 +200,7 @@ def plot_frontier_figure(
     ax.set_xlabel("average latency L_ave (ms, exact delay curve)")
     ax.set_ylabel("energy cost per interval")
     ax.set_title(f"PDR Pareto frontier, {geo.name}, interval {interval} (UTC hour)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
