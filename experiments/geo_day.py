@@ -1,17 +1,21 @@
 """Day-long evaluation of geo routing policies on the ``geo-us-eu`` preset (issue 5, docs/pdr.md).
 
-    python experiments/geo_day.py                          # full run (~30-40 min on 2 cores)
+    python experiments/geo_day.py --workers 2              # full run (~40 min on 2 cores)
     python experiments/geo_day.py --quick --out /tmp/geo   # CI-sized run (seconds)
     python experiments/geo_day.py --frontier docs/figures/pdr_frontier.png --frontier-only
 
-Policies (names of ``baselines.registry``, plus ``ppo``):
+Policies (names of ``baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
 
 * ``pas``: PAS over every server an ingress point may use (latency blind, price blind);
 * ``pas-price``: price-aware PAS that follows the interval (``mu / ((eps - eps0) price)`` with the
   current interval's prices; ``PriceAwarePASPolicy(interval=None)``, rolled out through the env);
 * ``pdr-pas``: the per-interval PDR plan (``baselines.pdr.solve_interval`` with its default
-  weights, all 1) routes each arrival to a cluster at random with probability x_ij / r_i, PAS
-  inside the cluster (``baselines.pdr_pas``);
+  weights, all 1: latency-weighted) routes each arrival to a cluster at random with probability
+  x_ij / r_i, PAS inside the cluster (``baselines.pdr_pas``);
+* ``pdr-pas-cost``: the same dispatcher with a cost-oriented plan: weights energy 1, network 1,
+  performance 1e-3 (a tie-break, so that the plan is Pareto optimal), and the epsilon constraint
+  L_ave <= D_max (1 - ``--cost-margin``): the cheapest plan that keeps a latency margin below
+  D_max (the planning model's delay is not the farm's, the margin absorbs the difference);
 * ``ppo``: a MaskablePPO agent (group action mode). ``--ppo PATH`` evaluates a saved model
   (``agents.ppo.PPOAgent.load``: a ``train.py`` run or the model this script saved earlier).
   Without it, one is trained here with sb3-contrib's MaskablePPO, ``objective="cost"``
@@ -31,24 +35,33 @@ Metrics per replication (mean and 95 % Student-t half-width over replications):
 
 * ``energy_cost``: money over the day, the farm's price x PUE x IT energy (= the PDR energy cost);
 * ``energy``: IT energy over the day (power unit x time unit; PUE not included);
+* ``network_cost``: sum over accepted jobs of network_cost_ij; ``total_cost`` = energy + network;
+* ``jobs_per_money``: work served per unit of total money (energy + network cost);
+  ``jobs_per_energy_money``: per unit of energy cost alone (the farm's ``objective="cost"``);
 * ``throughput``: work served per time unit; ``blocking``: lost arrivals / arrivals;
-* ``network_cost``: sum over accepted jobs of network_cost_ij;
 * ``network_latency``: mean delta_ij over accepted jobs (ms, exact from the routing counts);
-* ``latency`` (**the mean latency**, ms): mean over accepted jobs of
-  ``delta_ij + pi_j(xhat_j(t))``, where ``xhat_j(t)`` is the *realised* rate of jobs accepted by
-  cluster j in interval t and pi_j the scenario's processing-delay model (M/M/1 in the cluster's
-  utilisation, ``envs.geo.DelayModel``). This is the optimiser's L_ave evaluated at the routing the
-  policy actually produced, so it compares directly with D_max. It is a *model*: the simulator's
-  farm has no millisecond clock (its time unit is an abstract unit, a minute with
-  ``interval_length`` 60). When a cluster's realised load reaches its raw service rate the model
-  delay is infinite; such (interval, cluster) pairs are counted in ``saturated`` and the latency
-  is then reported as null (JSON) / "inf".
-* ``dmax_violations``: intervals whose latency exceeds D_max;
-* ``sojourn``: the *simulated* mean sojourn time of accepted jobs (farm time units), by Little's
-  law: the time integral of the number of jobs in the farm over the accepted jobs. The integral is
+* ``latency`` (**the simulated mean latency**, ms): mean over accepted jobs of delta_ij (the link
+  the job took) plus the job's *simulated* sojourn in cluster j in ms. The sojourn comes from
+  Little's law per cluster and interval: the sum of the sojourns of the jobs a cluster accepted
+  in an interval is the time integral of its number of jobs (exact up to the jobs that straddle
+  an interval boundary, a few mean service times out of ``interval_length``). The integral is
   measured exactly by a shadow simulator with the same seed and the same decisions, whose power
-  of a server with n jobs is n (so its "energy" is the integral); the two are checked to stay in
-  lock step at every decision.
+  of a server with n jobs is n (so its "energy" is the integral of the number of jobs) and whose
+  price is cluster j's ms per time unit (so its "cost" is the ms-weighted integral); the two are
+  checked to stay in lock step at every decision. Per-job sojourns are not sampled (the simulator
+  does not track individual jobs), so this is the per-interval *mean* of the per-job latency.
+  **Unit conversion** (*assumed*): the farm's time unit is abstract, the scenario's delays are in
+  ms. A job alone on cluster j's fastest server takes 1 / mu_max,j time units, which the planning
+  model calls ``base_ms`` (its delay of an unloaded cluster); so one time unit at cluster j is
+  ``base_ms_j x mu_max,j`` ms (:func:`ms_per_time_unit`). Queueing and processor sharing in
+  the farm then stretch the sojourn as the simulation says, not as the M/M/1 curve says;
+* ``over_dmax``: intervals whose simulated mean latency exceeds D_max;
+* ``latency_model``: the planning model's latency at the realised loads, delta_ij +
+  pi_j(xhat_j(t)), xhat_j(t) the realised rate of jobs accepted by cluster j in interval t (the
+  optimiser's L_ave evaluated at the routing the policy produced); infinite when a realised load
+  reaches the raw service rate (the M/M/1 pole; counted in ``saturated``, reported as null /
+  "inf"); ``over_dmax_model``: intervals where it exceeds D_max;
+* ``sojourn``: the simulated mean sojourn time of accepted jobs (farm time units, Little's law).
 """
 
 from __future__ import annotations
@@ -56,7 +69,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -70,54 +85,54 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from baselines.pas import PASPolicy  # noqa: E402
-from envs.config import FarmConfig, farm_from_dict  # noqa: E402
+from envs.config import FarmConfig  # noqa: E402
 from envs.geo import GeoConfig, load_geo_scenario  # noqa: E402
-from envs.scenarios import load_scenario  # noqa: E402
 from envs.server_farm import ServerFarmEnv  # noqa: E402
 from envs.simulator import FarmSimulator  # noqa: E402
-from evaluation.stats import summarize  # noqa: E402
+from experiments.geo_farm import (  # noqa: E402
+    SCENARIO,
+    day_config,
+    ms_per_time_unit,
+    occupancy_config,
+    train_ppo,
+)
+from experiments.geo_report import (  # noqa: E402
+    PER_INTERVAL,
+    markdown_table,
+    pdr_plan,
+    plot_day,
+    plot_frontier_figure,
+    summarise,
+)
 
-SCENARIO = "geo-us-eu"
-DEFAULT_POLICIES = ("pas", "pas-price", "pdr-pas", "ppo")
+PROG = "experiments/geo_day.py"
+DEFAULT_POLICIES = ("pas", "pas-price", "pdr-pas", "pdr-pas-cost", "ppo")
 #: action mode each policy is rolled out in (PPO learns the size-independent group encoding)
-MODES = {"pas": "server", "pas-price": "server", "pdr-pas": "server", "ppo": "group"}
-METRICS = (
-    "energy_cost", "energy", "throughput", "blocking", "network_cost", "network_latency",
-    "latency", "dmax_violations", "saturated", "sojourn", "cost_efficiency",
-)  # fmt: skip
-PER_INTERVAL = ("energy_cost", "throughput", "blocking", "network_latency", "latency")
-
-
-# ---------------------------------------------------------------------------------------------
-# scenarios
-# ---------------------------------------------------------------------------------------------
-def day_config(interval_length: float | None = None, scenario: str = SCENARIO) -> FarmConfig:
-    """The farm of the geo scenario (``farm.geo`` set), optionally with shorter intervals."""
-    geo = load_geo_scenario(scenario)
-    if interval_length is not None:
-        d = geo.to_dict()
-        d["interval_length"] = float(interval_length)
-        return load_scenario(d)
-    return load_scenario(scenario)
-
-
-def occupancy_config(config: FarmConfig) -> FarmConfig:
-    """The same farm with power n at level n and idle power 0: its energy integral is the
-    integral of the number of jobs in the farm. Service rates, buffers and arrivals are
-    unchanged, so with the same seed and decisions it follows the same sample path."""
-    d = config.to_dict()
-    for g in d["groups"]:
-        g["busy_power"] = [float(n) for n in range(1, g["buffer"] + 1)]
-        g["idle_power"] = 0.0
-        g["price"] = 1.0
-    d["name"] = f"{config.name}-occupancy"
-    return farm_from_dict(d)
+MODES = {
+    "pas": "server", "pas-price": "server", "pdr-pas": "server", "pdr-pas-cost": "server",
+    "ppo": "group",
+}  # fmt: skip
+#: weights of the cost-oriented PDR plan (performance: a tie-break only)
+COST_WEIGHTS = {"energy": 1.0, "network": 1.0, "performance": 1e-3}
+DEFAULT_COST_MARGIN = 0.1
 
 
 # ---------------------------------------------------------------------------------------------
 # policies
 # ---------------------------------------------------------------------------------------------
-def build_policy(name: str, config: FarmConfig, ppo_path: str | None = None) -> Any:
+def cost_constraints(geo: GeoConfig, margin: float) -> dict[str, float]:
+    """Epsilon constraint of the cost-oriented plan: L_ave <= D_max (1 - margin)."""
+    if geo.d_max is None:
+        return {}
+    return {"latency": float(geo.d_max) * (1.0 - float(margin))}
+
+
+def build_policy(
+    name: str,
+    config: FarmConfig,
+    ppo_path: str | None = None,
+    cost_margin: float = DEFAULT_COST_MARGIN,
+) -> Any:
     """The policy ``name`` for ``config`` (``ppo`` loads ``ppo_path``)."""
     if name == "ppo":
         if not ppo_path:
@@ -127,6 +142,14 @@ def build_policy(name: str, config: FarmConfig, ppo_path: str | None = None) -> 
         return PPOAgent.load(ppo_path)
     from baselines.registry import make_policy
 
+    if name == "pdr-pas-cost":
+        return make_policy(
+            "pdr-pas",
+            config,
+            action_mode=MODES[name],
+            weights=COST_WEIGHTS,
+            eps_constraints=cost_constraints(config.geo, cost_margin),
+        )
     return make_policy(name, config, action_mode=MODES[name])
 
 
@@ -141,58 +164,6 @@ def replication_seeds(seed: int, replications: int) -> list[int]:
         int(np.random.SeedSequence(int(seed), spawn_key=(r,)).generate_state(1, np.uint64)[0] >> 1)
         for r in range(replications)
     ]
-
-
-def train_ppo(
-    steps: int, interval_length: float, seed: int, path: Path, quick: bool = False
-) -> Path:
-    """Train MaskablePPO (group mode, objective "cost") on a compressed day; save model+sidecar."""
-    import torch
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    from agents.ppo import write_sidecar
-
-    torch.set_num_threads(1)  # small MLP: one thread is fastest, and the machine is shared
-    train_cfg = day_config(interval_length)
-
-    def make() -> Any:
-        # the env's own reward (a guard here used to try an "ExpectedRewardWrapper" that never
-        # existed; agents.wrappers.TrainingWrapper(reward="expected") is the one that does)
-        return ServerFarmEnv(train_cfg, action_mode="group", objective="cost")
-
-    venv = DummyVecEnv([make])
-    n_steps = 256 if quick else 2048
-    model = MaskablePPO(
-        "MlpPolicy",
-        venv,
-        n_steps=n_steps,
-        batch_size=64 if quick else 256,
-        n_epochs=10,
-        learning_rate=3e-4,
-        gamma=0.99,
-        gae_lambda=0.95,
-        policy_kwargs={"net_arch": [64, 64]},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=int(steps))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    model.save(path)
-    # the sidecar holds the *evaluation* farm (same spaces as the compressed training farm)
-    write_sidecar(
-        path,
-        day_config(),
-        "group",
-        trained_by="experiments/geo_day.py",
-        objective="cost",
-        total_timesteps=int(steps),
-        train_interval_length=float(interval_length),
-        train_seconds=time.perf_counter() - t0,
-    )
-    return path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +186,7 @@ def run_day(policy: Any, config: FarmConfig, seed: int, mode: str) -> dict[str, 
     sim = env.sim
     shadow.next_epoch()
     counts = np.zeros((T, m, n), dtype=np.int64)
-    snaps: list[tuple[Any, float]] = [(sim.stats(), shadow.energy)]
+    snaps: list[tuple[Any, float, float]] = [(sim.stats(), shadow.energy, shadow.cost)]
     snap_t = [0]
     invalid = 0
     act_rows = np.repeat(np.arange(config.n_groups), config.buffers)
@@ -227,7 +198,7 @@ def run_day(policy: Any, config: FarmConfig, seed: int, mode: str) -> dict[str, 
             break
         iv = sim.interval
         if iv != cur:  # first decision of a new interval: close the previous one
-            snaps.append((sim.stats(), shadow.energy))
+            snaps.append((sim.stats(), shadow.energy, shadow.cost))
             snap_t.append(iv)
             cur = iv
         if shadow.time != t_now:
@@ -246,13 +217,14 @@ def run_day(policy: Any, config: FarmConfig, seed: int, mode: str) -> dict[str, 
         shadow.assign(server)
         obs, _, _, _, _ = env.step(a)
         shadow.next_epoch()
-    snaps.append((sim.stats(), shadow.energy))
+    snaps.append((sim.stats(), shadow.energy, shadow.cost))
     if snap_t != list(range(T)):
         raise RuntimeError(f"interval bookkeeping: saw intervals {snap_t}, expected 0..{T - 1}")
     if not np.array_equal(shadow.occ, sim.occ):
         raise RuntimeError("the occupancy shadow left the sample path (occupancy differs)")
     per = [b[0] - a[0] for a, b in itertools.pairwise(snaps)]
     area = np.diff([s[1] for s in snaps])
+    area_ms = np.diff([s[2] for s in snaps])
     return {
         "seed": int(seed),
         "counts": counts,
@@ -264,6 +236,7 @@ def run_day(policy: Any, config: FarmConfig, seed: int, mode: str) -> dict[str, 
         "blocked": np.array([int(p.blocked.sum()) for p in per]),
         "accepted": np.array([int(p.accepted.sum()) for p in per]),
         "area": area,
+        "area_ms": area_ms,
         "invalid_actions": invalid,
     }
 
@@ -296,33 +269,46 @@ def day_metrics(
     net_t = (counts * geo.latency[None]).sum(axis=(1, 2))
     proc_t = np.where(used, acc_tn * np.where(np.isfinite(pi), pi, 0.0), 0.0).sum(axis=1)
     proc_t = np.where((~np.isfinite(pi) & used).any(axis=1), np.inf, proc_t)
+    # simulated: the sum of the jobs' sojourns in ms is the ms-weighted occupancy integral
+    sim_t = raw["area_ms"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        lat_t = (net_t + proc_t) / jobs_t
+        model_t = (net_t + proc_t) / jobs_t
+        lat_t = (net_t + sim_t) / jobs_t
         netlat_t = net_t / jobs_t
     jobs = jobs_t.sum()
     d_max = geo.d_max if geo.d_max is not None else math.inf
+    network_t = (counts * geo.network_cost[None]).sum(axis=(1, 2))
+    energy_cost, network_cost = float(raw["cost"].sum()), float(network_t.sum())
+    work = float(raw["work"].sum())
     out = {
-        "energy_cost": float(raw["cost"].sum()),
+        "energy_cost": energy_cost,
         "energy": float(raw["energy"].sum()),
-        "throughput": float(raw["work"].sum() / raw["time"].sum()),
+        "network_cost": network_cost,
+        "total_cost": energy_cost + network_cost,
+        "throughput": work / float(raw["time"].sum()),
         "blocking": float(raw["blocked"].sum() / max(raw["arrivals"].sum(), 1)),
-        "network_cost": float((counts * geo.network_cost[None]).sum()),
         "network_latency": float(net_t.sum() / jobs),
-        "latency": float((net_t.sum() + proc_t.sum()) / jobs),
-        "dmax_violations": int((lat_t > d_max).sum()),
+        "latency": float((net_t.sum() + sim_t.sum()) / jobs),
+        "over_dmax": int((lat_t > d_max).sum()),
+        "latency_model": float((net_t.sum() + proc_t.sum()) / jobs),
+        "over_dmax_model": int((model_t > d_max).sum()),
         "saturated": saturated,
         "sojourn": float(raw["area"].sum() / raw["accepted"].sum()),
-        "cost_efficiency": float(raw["work"].sum() / raw["cost"].sum()),
+        "jobs_per_money": work / (energy_cost + network_cost),
+        "jobs_per_energy_money": work / energy_cost,
         "invalid_actions": int(raw["invalid_actions"]),
         "seed": raw["seed"],
     }
     series = {
         "energy_cost": raw["cost"],
+        "network_cost": network_t,
         "throughput": raw["work"] / raw["time"],
         "blocking": raw["blocked"] / np.maximum(raw["arrivals"], 1),
         "network_latency": netlat_t,
         "latency": lat_t,
+        "latency_model": model_t,
     }
+    assert set(series) == set(PER_INTERVAL)
     share = counts.sum(axis=(0, 1)) / jobs
     return out, {k: np.asarray(v, dtype=float) for k, v in series.items()}, share
 
@@ -333,19 +319,19 @@ _CACHE: dict[tuple[Any, ...], tuple[FarmConfig, Any]] = {}
 
 
 def cached_policy(
-    name: str, ppo_path: str | None, interval_length: float | None
+    name: str, ppo_path: str | None, interval_length: float | None, cost_margin: float
 ) -> tuple[FarmConfig, Any]:
-    key = (name, ppo_path, interval_length)
+    key = (name, ppo_path, interval_length, cost_margin)
     if key not in _CACHE:
         config = day_config(interval_length)
-        _CACHE[key] = (config, build_policy(name, config, ppo_path))
+        _CACHE[key] = (config, build_policy(name, config, ppo_path, cost_margin))
     return _CACHE[key]
 
 
-def _unit(args: tuple[str, int, int, str | None, float | None]) -> dict[str, Any]:
+def _unit(args: tuple[str, int, int, str | None, float | None, float]) -> dict[str, Any]:
     """One (policy, replication): a pure function of its arguments (process-pool friendly)."""
-    name, rep, seed, ppo_path, interval_length = args
-    config, policy = cached_policy(name, ppo_path, interval_length)
+    name, rep, seed, ppo_path, interval_length, cost_margin = args
+    config, policy = cached_policy(name, ppo_path, interval_length, cost_margin)
     mode = getattr(policy, "action_mode", MODES.get(name, "server"))
     t0 = time.perf_counter()
     raw = run_day(policy, config, seed, mode)
@@ -362,188 +348,17 @@ def _unit(args: tuple[str, int, int, str | None, float | None]) -> dict[str, Any
 
 
 # ---------------------------------------------------------------------------------------------
-# reporting
-# ---------------------------------------------------------------------------------------------
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-def summarise(results: Sequence[dict[str, Any]], policies: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in policies:
-        runs = sorted((r for r in results if r["policy"] == name), key=lambda r: r["replication"])
-        entry: dict[str, Any] = {"mode": runs[0]["mode"]}
-        for key in METRICS:
-            vals = np.array([r["metrics"][key] for r in runs], dtype=float)
-            if np.all(np.isfinite(vals)):
-                entry[key] = summarize(vals)
-            else:  # an infinite model latency in some replication: no interval to report
-                entry[key] = {"mean": None, "ci95": None, "std": None, "n": len(vals)}
-        entry["invalid_actions"] = int(sum(r["metrics"]["invalid_actions"] for r in runs))
-        entry["per_interval"] = {
-            k: [
-                _finite_or_none(float(np.mean([r["series"][k][t] for r in runs])))
-                for t in range(len(runs[0]["series"][k]))
-            ]
-            for k in PER_INTERVAL
-        }
-        entry["cluster_share"] = np.mean([r["cluster_share"] for r in runs], axis=0).tolist()
-        entry["replications"] = [
-            {**{k: _json_num(v) for k, v in r["metrics"].items()}, "wall_s": r["wall_s"]}
-            for r in runs
-        ]
-        out[name] = entry
-    return out
-
-
-def _json_num(v: Any) -> Any:
-    if isinstance(v, float):
-        return _finite_or_none(v)
-    return v
-
-
-def pdr_plan(geo: GeoConfig, solutions: Sequence[Any] | None = None) -> dict[str, Any]:
-    """The optimiser's own numbers for each interval (LP model: planned, not simulated)."""
-    from baselines.pdr import solve_interval
-
-    sols = list(solutions or [solve_interval(geo, t) for t in range(geo.n_intervals)])
-    return {
-        "weights": list(sols[0].weights),
-        "latency": [s.latency for s in sols],
-        "energy_cost": [s.energy_cost for s in sols],
-        "network_cost": [s.network_cost for s in sols],
-        "energy_cost_day": float(sum(s.energy_cost for s in sols)),
-        "network_cost_day": float(sum(s.network_cost for s in sols)),
-        "latency_day": float(
-            sum(s.latency * geo.rates[s.interval].sum() for s in sols)
-            / sum(geo.rates[s.interval].sum() for s in sols)
-        ),
-    }
-
-
-def _fmt(e: dict[str, Any], digits: int = 4, scale: float = 1.0) -> str:
-    if e["mean"] is None:
-        return "inf"
-    mean = e["mean"] * scale
-    ci = e["ci95"]
-    if ci is None:
-        return f"{mean:.{digits}g}"
-    return f"{mean:.{digits}g} ± {ci * scale:.2g}"
-
-
-def markdown_table(report: dict[str, Any]) -> str:
-    cols = [
-        ("energy cost", "energy_cost", 5, 1.0),
-        ("IT energy", "energy", 5, 1.0),
-        ("throughput", "throughput", 5, 1.0),
-        ("blocking %", "blocking", 3, 100.0),
-        ("network cost", "network_cost", 4, 1.0),
-        ("network lat. ms", "network_latency", 4, 1.0),
-        ("mean latency ms", "latency", 4, 1.0),
-        ("h > D_max", "dmax_violations", 3, 1.0),
-        ("saturated", "saturated", 3, 1.0),
-        ("sojourn", "sojourn", 4, 1.0),
-        ("jobs / money", "cost_efficiency", 4, 1.0),
-    ]
-    head = "| policy | " + " | ".join(c[0] for c in cols) + " |"
-    sep = "|---|" + "---:|" * len(cols)
-    lines = [head, sep]
-    for name, e in report["policies"].items():
-        cells = [_fmt(e[key], d, s) for _, key, d, s in cols]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    s = report["settings"]
-    lines.append("")
-    lines.append(
-        f"{s['scenario']}, one day = {s['n_intervals']} intervals x {s['interval_length']:g} "
-        f"time units, {s['replications']} replications (mean ± 95 % CI half-width), "
-        f"seed {s['seed']}. Energy cost and IT energy per day; throughput in jobs per time unit; "
-        "mean latency = network delta_ij + modelled processing delay at the realised cluster "
-        "load (ms), inf when a cluster's realised load reached its raw service rate in some "
-        "interval (saturated = such cluster-intervals per day); h > D_max = intervals whose "
-        "mean latency exceeds D_max; sojourn = simulated mean time in the farm (time units); "
-        "jobs / money = work per unit of energy cost."
-    )
-    plan = report.get("pdr_plan")
-    if plan:
-        lines.append(
-            f"PDR plan (LP model, not simulated): energy cost {plan['energy_cost_day']:.5g}, "
-            f"network cost {plan['network_cost_day']:.4g}, demand-weighted L_ave "
-            f"{plan['latency_day']:.4g} ms."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def plot_day(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, e in report["policies"].items():
-        pi = e["per_interval"]
-        hours = np.arange(len(pi["energy_cost"]))
-        axes[0].plot(hours, pi["energy_cost"], marker=".", label=name)
-        lat = np.array([np.nan if v is None else v for v in pi["latency"]], dtype=float)
-        axes[1].plot(hours, lat, marker=".", label=name)
-    d_max = report["settings"].get("d_max_ms")
-    if d_max is not None:
-        axes[1].axhline(d_max, ls="--", color="tab:red", lw=1, label=f"D_max = {d_max:g} ms")
-    axes[0].set_xlabel("interval (UTC hour)")
-    axes[0].set_ylabel("energy cost per interval")
-    axes[1].set_xlabel("interval (UTC hour)")
-    axes[1].set_ylabel("mean latency (ms, model)")
-    axes[1].set_yscale("log")
-    axes[0].legend(fontsize=8)
-    axes[1].legend(fontsize=8)
-    fig.suptitle(f"{report['settings']['scenario']}: one day, mean of replications", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def plot_frontier_figure(path: Path, interval: int = 18, scenario: str = SCENARIO) -> Path:
-    """Pareto frontier of one interval with the routing PDR+PAS uses (default weights) marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from baselines.pdr import pareto_frontier, solve_interval
-
-    geo = load_geo_scenario(scenario)
-    pts = pareto_frontier(geo, interval, n_points=15)
-    chosen = solve_interval(geo, interval)
-    lat = np.array([p.latency for p in pts])
-    en = np.array([p.energy_cost for p in pts])
-    net = np.array([p.network_cost for p in pts])
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    sc = ax.scatter(lat, en, c=net, cmap="viridis", s=22, edgecolors="k", linewidths=0.3, zorder=2)
-    fig.colorbar(sc, ax=ax, label="network cost per interval")
-    ax.scatter(
-        [chosen.latency], [chosen.energy_cost], marker="*", s=160, color="tab:orange",
-        edgecolors="k", zorder=3, label="PDR+PAS plan (weights 1, 1, 1)",
-    )  # fmt: skip
-    ax.axvline(geo.d_min, ls="--", color="tab:green", lw=1, label=f"D_min = {geo.d_min:g} ms")
-    if geo.d_max is not None:
-        ax.axvline(geo.d_max, ls="--", color="tab:red", lw=1, label=f"D_max = {geo.d_max:g} ms")
-    ax.set_xlabel("average latency L_ave (ms, exact delay curve)")
-    ax.set_ylabel("energy cost per interval")
-    ax.set_title(f"PDR Pareto frontier, {geo.name}, interval {interval} (UTC hour)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
-
-
-# ---------------------------------------------------------------------------------------------
 # command line
 # ---------------------------------------------------------------------------------------------
+class UsageError(Exception):
+    """Bad command-line input: ``main`` prints ``PROG: error: <message>`` and exits 2."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description="Day-long evaluation of PAS, price-aware PAS, PDR+PAS and PPO on geo-us-eu.",
+        prog=PROG,
+        description="Day-long evaluation of PAS, price-aware PAS, PDR+PAS (latency-weighted and "
+        "cost-oriented) and PPO on geo-us-eu.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--out", default="results/geo_day", help="output directory")
@@ -566,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="time units per interval when training",
     )
     p.add_argument("--interval-length", type=float, default=None, help="override (quick: 1.0)")
+    p.add_argument(
+        "--cost-margin",
+        type=float,
+        default=DEFAULT_COST_MARGIN,
+        help="pdr-pas-cost plans with L_ave <= D_max (1 - margin)",
+    )
     p.add_argument("--workers", type=int, default=1, help="processes for the replications")
     p.add_argument(
         "--frontier", default=None, help="also write the one-interval Pareto figure here"
@@ -575,26 +396,124 @@ def build_parser() -> argparse.ArgumentParser:
     return p  # fmt: skip
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
-    a = build_parser().parse_args(argv)
-    if a.frontier:
-        print(f"frontier: {plot_frontier_figure(Path(a.frontier), a.frontier_interval)}")
-        if a.frontier_only:
-            return None
-    elif a.frontier_only:
-        raise SystemExit("--frontier-only needs --frontier PATH")
+def _check_writable_dir(option: str, directory: Path) -> None:
+    """Create ``directory`` and write a probe file in it, before any long computation."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{option}: cannot write to {directory} ({e.strerror or e})") from None
+
+
+def _check_ppo_model(path: str, config: FarmConfig) -> None:
+    """Load the model (and its sidecar) now and check it fits the day's farm."""
+    from envs.observation import n_actions, obs_size
+
+    if not Path(path).exists() and not Path(path).with_suffix(".zip").exists():
+        raise UsageError(f"--ppo: no model at {path}")
+    try:
+        agent = build_policy("ppo", config, path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"--ppo: cannot load {path}: {e}") from None
+    mode = agent.action_mode
+    want = (obs_size(config, mode), n_actions(config, mode))
+    have = (obs_size(agent.config, mode), n_actions(agent.config, mode))
+    if have != want:
+        raise UsageError(
+            f"--ppo: {path} was trained on farm {agent.config.name!r} ({agent.config.n_groups} "
+            f"groups, {agent.config.n_job_types} job types, {mode} mode: {have[0]} observations, "
+            f"{have[1]} actions), not on {config.name!r} ({config.n_groups} groups, "
+            f"{config.n_job_types} job types: {want[0]} observations, {want[1]} actions)"
+        )
+
+
+def _validated(a: argparse.Namespace) -> dict[str, Any]:
+    """Every option checked before any work; returns the derived settings."""
+    if a.quick and a.interval_length is None:
+        a.interval_length = 1.0
+    for opt, v in (("--interval-length", a.interval_length),
+                   ("--ppo-interval-length", a.ppo_interval_length)):  # fmt: skip
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise UsageError(f"{opt}: must be a positive number of time units, got {v:g}")
     reps = a.replications if a.replications is not None else (2 if a.quick else 5)
     if reps < 2:
-        raise SystemExit("--replications: need at least 2 for a confidence interval")
-    ivl = a.interval_length if a.interval_length is not None else (1.0 if a.quick else None)
+        raise UsageError(f"--replications: need at least 2 for a confidence interval, got {reps}")
+    if a.workers < 1:
+        raise UsageError(f"--workers: must be >= 1, got {a.workers}")
+    if a.ppo_steps is not None and a.ppo_steps < 1:
+        raise UsageError(f"--ppo-steps: must be >= 1, got {a.ppo_steps}")
+    if not (math.isfinite(a.cost_margin) and 0.0 <= a.cost_margin < 1.0):
+        raise UsageError(f"--cost-margin: must be in [0, 1), got {a.cost_margin:g}")
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
     unknown = sorted(set(policies) - set(MODES))
-    if unknown:
-        raise SystemExit(f"--policies: unknown {unknown}; choose from {sorted(MODES)}")
+    if unknown or not policies:
+        raise UsageError(f"--policies: unknown {unknown}; choose from {sorted(MODES)}")
+    if a.frontier_only and not a.frontier:
+        raise UsageError("--frontier-only: needs --frontier PATH")
+    geo = load_geo_scenario(SCENARIO)
+    if not 0 <= a.frontier_interval < geo.n_intervals:
+        raise UsageError(
+            f"--frontier-interval: {SCENARIO} has intervals 0..{geo.n_intervals - 1}, "
+            f"got {a.frontier_interval}"
+        )
+    if a.frontier:
+        _check_writable_dir("--frontier", Path(a.frontier).parent)
+    config = day_config(a.interval_length)
+    if not a.frontier_only:
+        _check_writable_dir("--out", Path(a.out))
+        if "ppo" in policies and a.ppo is not None:
+            _check_ppo_model(a.ppo, config)
+        if "pdr-pas-cost" in policies:
+            from baselines.pdr import PDRInfeasibleError
+
+            try:
+                cached_policy("pdr-pas-cost", None, a.interval_length, a.cost_margin)
+            except PDRInfeasibleError as e:
+                raise UsageError(f"--cost-margin: {a.cost_margin:g} is infeasible: {e}") from None
+    return {"reps": reps, "policies": policies, "config": config}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
+    a = build_parser().parse_args(argv)
+    try:
+        checked = _validated(a)
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if a.frontier:
+        geo0 = load_geo_scenario(SCENARIO)
+        marks = frontier_marks(geo0, a.frontier_interval, a.cost_margin)
+        path = plot_frontier_figure(Path(a.frontier), a.frontier_interval, SCENARIO, marks)
+        print(f"frontier: {path}")
+        if a.frontier_only:
+            return None
+    return run(a, checked["reps"], checked["policies"], checked["config"])
+
+
+def frontier_marks(geo: GeoConfig, interval: int, cost_margin: float) -> list[tuple[str, Any]]:
+    """The routings of pdr-pas and pdr-pas-cost in ``interval`` (labels for the figure)."""
+    from baselines.pdr import solve_interval
+
+    cons = cost_constraints(geo, cost_margin)
+    bound = f", L_ave <= {cons['latency']:g} ms" if cons else ""
+    return [
+        ("pdr-pas plan (weights 1, 1, 1)", solve_interval(geo, interval)),
+        (
+            f"pdr-pas-cost plan (weights 1, 1, 0.001{bound})",
+            solve_interval(geo, interval, weights=COST_WEIGHTS, eps_constraints=cons),
+        ),
+    ]
+
+
+def run(
+    a: argparse.Namespace, reps: int, policies: list[str], config: FarmConfig
+) -> dict[str, Any]:
+    """The day-long evaluation of ``policies`` (options already validated)."""
+    ivl = a.interval_length
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    config = day_config(ivl)
     geo = config.geo
 
     ppo_path = a.ppo
@@ -616,7 +535,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             ppo_info = {"trained_here": False, "path": ppo_path}
 
     seeds = replication_seeds(a.seed, reps)
-    units = [(name, r, s, ppo_path, ivl) for name in policies for r, s in enumerate(seeds)]
+    units = [
+        (name, r, s, ppo_path, ivl, a.cost_margin) for name in policies for r, s in enumerate(seeds)
+    ]
     if a.workers > 1:
         import multiprocessing as mp
 
@@ -624,9 +545,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             results = list(ex.map(_unit, units))
     else:
         results = [_unit(u) for u in units]
-    plan_solutions = None
-    if "pdr-pas" in policies and a.workers <= 1:  # reuse the LPs the policy already solved
-        plan_solutions = list(cached_policy("pdr-pas", ppo_path, ivl)[1].solutions.values())
+    plans = {
+        name: pdr_plan(
+            geo, list(cached_policy(name, None, ivl, a.cost_margin)[1].solutions.values())
+        )
+        for name in ("pdr-pas", "pdr-pas-cost")
+        if name in policies
+    }
     report = {
         "settings": {
             "scenario": geo.name,
@@ -638,32 +563,44 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             "quick": bool(a.quick),
             "d_min_ms": geo.d_min,
             "d_max_ms": geo.d_max,
+            "cost_margin": a.cost_margin,
+            "cost_weights": COST_WEIGHTS,
+            "ms_per_time_unit": ms_per_time_unit(geo).tolist(),
             "confidence": 0.95,
             "interval": "Student-t over replications",
             "common_random_numbers": True,
             "clusters": list(geo.cluster_names),
         },
         "definitions": {
-            "latency": "mean over accepted jobs of delta_ij + pi_j(realised accepted rate of "
-            "cluster j in the interval), ms; pi_j = the scenario's processing-delay model",
+            "latency": "simulated: mean over accepted jobs of delta_ij + the job's sojourn in "
+            "cluster j (Little's law per cluster and interval, exact occupancy integral) x "
+            "ms_per_time_unit[j], ms",
+            "latency_model": "mean over accepted jobs of delta_ij + pi_j(realised accepted rate "
+            "of cluster j in the interval), ms; pi_j = the scenario's processing-delay model",
+            "ms_per_time_unit": "base_ms_j x fastest single-job service rate of cluster j "
+            "(assumed: an unloaded job takes base_ms)",
             "sojourn": "simulated mean time in the farm of accepted jobs (farm time units), "
             "Little's law with the exact integral of the number of jobs",
             "energy_cost": "price x PUE x IT energy over the day (the PDR energy cost)",
             "energy": "IT energy over the day (no PUE)",
-            "dmax_violations": "intervals whose latency exceeds D_max",
+            "total_cost": "energy_cost + network_cost",
+            "jobs_per_money": "work / (energy_cost + network_cost)",
+            "jobs_per_energy_money": "work / energy_cost",
+            "over_dmax": "intervals whose simulated mean latency exceeds D_max",
+            "over_dmax_model": "intervals whose model latency exceeds D_max",
             "saturated": "(interval, cluster) pairs whose realised load reached the raw "
             "service rate (model delay infinite)",
         },
         "ppo": ppo_info,
-        "pdr_plan": pdr_plan(geo, plan_solutions),
+        "pdr_plans": plans,
         "policies": summarise(results, policies),
         "wall_time_s": time.perf_counter() - t0,
     }
-    from evaluation.report import to_json
+    from evaluation.report import atomic_write, to_json
 
-    (out / "geo_day.json").write_text(to_json(report))
+    atomic_write(out / "geo_day.json", to_json(report))
     table = markdown_table(report)
-    (out / "geo_day.md").write_text(table)
+    atomic_write(out / "geo_day.md", table)
     plot_day(report, out / "geo_day.png")
     print(table)
     print(f"wrote {out / 'geo_day.json'}, {out / 'geo_day.md'}, {out / 'geo_day.png'}")
