@@ -500,6 +500,33 @@ class LeanPPO:
         cfg["net_arch"] = list(cfg["net_arch"])
         write_sidecar(
             p, self.config, self.cfg.action_mode, timesteps=self.num_timesteps,
-            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, **sidecar,
+            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho, **sidecar,
         )  # fmt: skip
         return p
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> LeanPPO:
+        """Continue training from a file written by :meth:`save` (network, Adam state, step
+        count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
+        envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does."""
+        import json
+
+        from sb3_contrib import MaskablePPO
+
+        from agents.ppo import sidecar_path
+        from envs.config import farm_from_dict
+
+        p = Path(path)
+        meta = json.loads(sidecar_path(p).read_text())
+        if meta.get("trainer") != "lean_ppo":
+            raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
+        kw = dict(meta["lean_ppo_config"]) | overrides
+        kw["net_arch"] = tuple(kw["net_arch"])
+        trainer = cls(farm_from_dict(meta["scenario"]), LeanPPOConfig(**kw))
+        saved = MaskablePPO.load(p, device="cpu")
+        trainer.policy.load_state_dict(saved.policy.state_dict())
+        trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())
+        trainer.num_timesteps = int(meta.get("timesteps", saved.num_timesteps))
+        trainer.rho = float(meta.get("rho", 0.0))
+        trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
+        return trainer

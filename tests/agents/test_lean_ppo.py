@@ -102,6 +102,17 @@ def test_save_load_gives_identical_predictions(tmp_path):
         np.testing.assert_array_equal(a_agent, a_lean)
         np.testing.assert_array_equal(fast(obs, m), a_lean)
         obs = venv.step(a_lean)[0]
+    # continuing from the file: same network, same Adam state, same step count
+    again = LeanPPO.load(path)
+    assert again.num_timesteps == t.num_timesteps and again.cfg == t.cfg
+    for a, b in zip(
+        again.policy.state_dict().values(), t.policy.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    sa, sb = again.optimizer.state_dict()["state"], t.optimizer.state_dict()["state"]
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        torch.testing.assert_close(sa[k]["exp_avg"], sb[k]["exp_avg"], rtol=0, atol=0)
 
 
 def test_config_errors_name_the_field():
