@@ -15,9 +15,10 @@ Evaluation is part of a training run's cost. Each trainer's evaluator is timed o
 model it trained: ``today`` with ``agents.ppo.rollout_efficiency`` (single envs, one decision
 at a time) at train.py's settings, the fast path with ``evaluation.vector_eval`` (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
-``agents.lean_ppo.numpy_predictor``) with the same number of measured epochs (64 replications
-of 1/8 the length). To keep the benchmark short the evaluation is
-timed with ``--eval-scale`` (default 1/4) of its epochs and scaled back linearly. The
+``agents.lean_ppo.numpy_predictor``) with the same number of measured epochs, spread over
+``evaluation.vector_eval.suggest_replications`` replications (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
+timed with ``--eval-scale`` (default 0.1) and twice that of its measured window and extrapolated
+linearly to the full window (the warm-ups, the same in both, are counted once). The
 "schedule" rate is then ``total_timesteps / (steps x CPU-s per step + evaluations + final
 evaluation)`` for train.py's schedule of the scenario (hyperparams/ppo.yml: paper-100 600k
 steps, evaluation every 50k; large-10k 1M steps, every 250k; the final evaluation of the best
@@ -146,23 +147,29 @@ def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Cloc
 
 
 def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale: float) -> float:
-    """CPU seconds of one evaluation at train.py's size (timed at ``scale`` of it)."""
+    """CPU seconds of one evaluation at train.py's size. Timed at ``scale`` and ``2 scale`` of
+    its measured window (the warm-ups are the same in both) and extrapolated linearly."""
     from agents.ppo import rollout_efficiency
-    from evaluation.vector_eval import vector_efficiency
+    from evaluation.vector_eval import suggest_replications, vector_efficiency
 
-    with Clock() as c:
-        if kind == "today":
-            n = max(1000, int(sched["eval_epochs"] * scale))
-            est = rollout_efficiency(
-                predict, config, "group", n_epochs=n, replications=sched["reps"]
-            )
-        else:  # the same number of measured epochs, over 64 replications
-            n = max(500, int(sched["eval_epochs"] * sched["reps"] / 64 * scale))
-            est = vector_efficiency(predict, config, "group", n_epochs=n, replications=64)
-    print(
-        f"    {kind} evaluation: {est.efficiency:.5f} +- {est.ci95:.5f} ({c.cpu:.1f} CPU-s at scale {scale})"
-    )
-    return c.cpu / scale
+    total = sched["eval_epochs"] * sched["reps"]
+    reps = suggest_replications(config, total)
+    cost = []
+    for s in (scale, 2 * scale):
+        with Clock() as c:
+            if kind == "today":
+                n = int(sched["eval_epochs"] * s)
+                est = rollout_efficiency(
+                    predict, config, "group", n_epochs=n, replications=sched["reps"]
+                )
+            else:  # the same number of measured epochs over suggest_replications replications
+                n = int(total / reps * s)
+                est = vector_efficiency(predict, config, "group", n_epochs=n, replications=reps)
+        cost.append(c.cpu)
+        print(f"    {kind} evaluation ({est.replications} x {n} epochs): {est.efficiency:.5f} "
+              f"+- {est.ci95:.5f}, {c.cpu:.1f} CPU-s", flush=True)  # fmt: skip
+    slope = (cost[1] - cost[0]) / scale
+    return max(cost[1], cost[0] + slope * (1 - scale))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--scenarios", default="paper-100,large-10k")
     p.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     p.add_argument("--profile", action="store_true", help="cProfile the sb3-vec and lean runs")
-    p.add_argument("--eval-scale", type=float, default=0.25)
+    p.add_argument("--eval-scale", type=float, default=0.1)
     p.add_argument("--json", default=None, help="write the results to this file")
     ns = p.parse_args(argv)
     from agents.lean_ppo import numpy_predictor

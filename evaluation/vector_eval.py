@@ -28,7 +28,7 @@ from envs.config import FarmConfig
 from envs.vector import ServerFarmVectorEnv
 from evaluation.stats import mean_ci
 
-__all__ = ["VectorEstimate", "as_predictor", "vector_efficiency"]
+__all__ = ["VectorEstimate", "as_predictor", "suggest_replications", "vector_efficiency"]
 
 #: maps (obs float32[n, d], masks bool[n, A]) to actions int64[n], deterministically
 Predictor = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -82,6 +82,20 @@ def _epochs_per_duration(config: FarmConfig) -> float:
     return config.total_arrival_rate / slowest if slowest > 0 else 1.0
 
 
+def default_policy_warmup(config: FarmConfig) -> int:
+    """Unmeasured policy epochs per replication: 10 mean job durations, at least 500."""
+    return max(500, math.ceil(10 * _epochs_per_duration(config)))
+
+
+def suggest_replications(config: FarmConfig, total_epochs: int, lo: int = 4, hi: int = 64) -> int:
+    """Replications for a budget of ``total_epochs`` measured epochs: as many as keep each
+    replication's unmeasured policy warm-up at most a quarter of its measured window (more
+    replications batch better, but each repeats the warm-up: on a 10,000-server farm the warm-up
+    is 120,000 epochs), within ``[lo, hi]``."""
+    r = int(total_epochs // (4 * default_policy_warmup(config)))
+    return int(min(hi, max(lo, r)))
+
+
 def vector_efficiency(
     policy: Any,
     config: FarmConfig,
@@ -114,7 +128,7 @@ def vector_efficiency(
     if warmup_epochs is None:
         warmup_epochs = max(2_000, math.ceil(50 * per))
     if policy_warmup is None:
-        policy_warmup = max(500, math.ceil(10 * per))
+        policy_warmup = default_policy_warmup(config)
     venv = ServerFarmVectorEnv(
         replications, config, action_mode=action_mode, reward_eta=0.0, objective=objective,
         warmup_epochs=warmup_epochs, max_episode_steps=None,
