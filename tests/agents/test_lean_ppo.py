@@ -151,5 +151,5 @@ def test_short_training_on_tiny_beats_random_exactly():
     pas = pas_efficiency(config).efficiency
     opt, _ = optimum_efficiency(config)
     assert end > start
-    assert end >= pas - 1e-12
+    assert end >= pas * (1 - 1e-9)  # equal decisions: equal up to the CTMC solve's tolerance
     assert opt is None or end <= opt + 1e-9
