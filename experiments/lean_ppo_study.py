@@ -87,7 +87,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
 
     config = load_scenario(ns.scenario)
     mode = "group"
-    kw = {"n_envs": 64, "n_steps": 256, "batch_size": 4096, "n_epochs": 4}
+    kw = {"n_envs": 64, "n_steps": 256, "batch_size": ns.batch_size, "n_epochs": ns.n_epochs}
     t = LeanPPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
     ev = {"n_epochs": ns.eval_epochs, "replications": 64, "seed": 7_000_000}
     pas = vector_efficiency(make_policy("pas", config, mode), config, mode, **ev)
@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--init", default="pas", choices=("pas", "random"))
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--eval-epochs", type=int, default=2_500)
+    g.add_argument("--batch-size", type=int, default=4096)
+    g.add_argument("--n-epochs", type=int, default=4)
     for q in (c, g):
         q.add_argument("--json", default=None)
     ns = p.parse_args(argv)
