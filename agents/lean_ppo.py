@@ -1,0 +1,532 @@
+"""A lean masked PPO (CleanRL style) that trains directly on the batched arrays of
+:class:`~envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib ``MaskablePPO`` file.
+
+Why it exists (BENCHMARKS.md, "Training throughput"): with sb3-contrib's ``MaskablePPO`` the
+Python work per collected step (``collect_rollouts``: a ``MaskableCategorical`` built per step,
+the rollout buffer's per-step copies, one info dict per env, callbacks) and per minibatch caps
+training far below what the compiled vector env delivers, even with 64 envs and large
+minibatches. Here one rollout step is one forward pass of the network for all envs plus one
+compiled vector step; an update is a few large minibatches over preallocated tensors.
+
+The network *is* sb3-contrib's ``MaskableActorCriticPolicy`` (same modules, same orthogonal
+initialisation, same Adam with ``eps=1e-5``): :meth:`LeanPPO.save` writes an ordinary
+``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`agents.ppo.write_sidecar`, so
+``agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
+
+The algorithm is PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an
+entropy bonus, global gradient-norm clipping and a linearly decaying learning rate. Two
+advantage estimators (``advantage``):
+
+* ``"discounted"``: the usual GAE with discount ``gamma``. ``gamma="auto"`` derives it from the
+  farm: a horizon of ``horizon_durations`` mean job durations in model time, i.e.
+  ``gamma = 1 - 1 / (horizon_durations * epochs_per_duration)`` (decision epochs are arrivals, so
+  a large farm needs a discount much closer to 1 for the same horizon).
+* ``"average"``: average-reward (differential) GAE without a discount: ``delta_t = r_t - rho +
+  V(s_{t+1}) - V(s_t)`` with ``rho`` the running average reward (updated once per rollout from
+  the rollout's mean reward). The env's reward ``W - eta P`` is already a Dinkelbach average
+  reward, so this is the criterion actually optimised; ``gae_lambda < 1`` keeps the variance
+  bounded.
+
+Optionally the policy is first fitted to PAS's decisions (:meth:`LeanPPO.clone_pas`: behaviour
+cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from envs.config import FarmConfig, load_scenario
+from envs.vector import ServerFarmVectorEnv
+
+#: the logit of a masked action (see masked_logits)
+MASKED_LOGIT = -1e8
+
+__all__ = [
+    "MASKED_LOGIT",
+    "LeanPPO",
+    "LeanPPOConfig",
+    "auto_gamma",
+    "gae",
+    "numpy_predictor",
+    "ppo_losses",
+]
+
+
+def _epochs_per_duration(config: FarmConfig) -> float:
+    # same definition as agents.ppo.epochs_per_duration (kept local: that module is being split)
+    slowest = float(min(max(g.service_rate) for g in config.groups))
+    return config.total_arrival_rate / slowest if slowest > 0 else 1.0
+
+
+def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
+    """Discount with an effective horizon of ``horizon_durations`` mean job durations in model
+    time: ``1 - 1 / (horizon_durations * epochs_per_duration)`` (tiny: 0.9, paper-100: ~0.998)."""
+    if horizon_durations <= 0:
+        raise ValueError(f"horizon_durations: must be > 0, got {horizon_durations}")
+    return 1.0 - 1.0 / max(1.0 + 1e-9, horizon_durations * _epochs_per_duration(config))
+
+
+@dataclass
+class LeanPPOConfig:
+    """Settings of :class:`LeanPPO` (the names of ``train.Args`` where they coincide)."""
+
+    n_envs: int = 64
+    n_steps: int = 256
+    batch_size: int = 4096
+    n_epochs: int = 4
+    learning_rate: float = 3e-4
+    lr_schedule: str = "linear"  # "linear" (to 0) or "constant"
+    advantage: str = "discounted"  # "discounted" or "average"
+    gamma: float | str = "auto"  # a number in (0, 1], or "auto" (see auto_gamma)
+    horizon_durations: float = 4.0
+    gae_lambda: float = 0.95
+    rho_tau: float = 0.1  # step of the running average reward (advantage="average")
+    clip_range: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantage: bool = True
+    net_arch: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    torch_threads: int = 1
+    seed: int = 0
+    # environment
+    action_mode: str = "group"
+    reward_eta: str | float = "running"
+    eta_tau: float = 10_000.0
+    warmup_epochs: int = -1  # -1: 50 mean job durations, >= 1000 (as train.py)
+    env_parallel: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> LeanPPOConfig:
+        for name in ("n_envs", "n_steps", "batch_size", "n_epochs", "torch_threads"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.batch_size > self.n_envs * self.n_steps:
+            raise ValueError(
+                f"batch_size: {self.batch_size} exceeds the rollout n_envs x n_steps = "
+                f"{self.n_envs * self.n_steps}; lower it or raise n_steps"
+            )
+        if self.advantage not in ("discounted", "average"):
+            raise ValueError(f"advantage: choose 'discounted' or 'average', got {self.advantage!r}")
+        if self.lr_schedule not in ("linear", "constant"):
+            raise ValueError(
+                f"lr_schedule: choose 'linear' or 'constant', got {self.lr_schedule!r}"
+            )
+        if self.activation not in ("tanh", "relu"):
+            raise ValueError(f"activation: choose 'tanh' or 'relu', got {self.activation!r}")
+        if self.gamma != "auto" and not 0.0 < float(self.gamma) <= 1.0:
+            raise ValueError(f"gamma: must be in (0, 1] or 'auto', got {self.gamma!r}")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError(f"gae_lambda: must be in [0, 1], got {self.gae_lambda}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate: must be > 0, got {self.learning_rate}")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# the math (pure functions: tested against hand-computed values)
+# ---------------------------------------------------------------------------------------------
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    last_value: torch.Tensor,
+    gamma: float,
+    lam: float,
+    rho: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) of a continuing task by GAE(lambda) over ``[T, N]`` arrays.
+
+    ``delta_t = r_t - rho + gamma V(s_{t+1}) - V(s_t)``, ``A_t = delta_t + gamma lam A_{t+1}``,
+    bootstrapped with ``last_value = V(s_T)``; ``returns = A + V`` (the value targets). ``rho``
+    is 0 for the discounted criterion and the average reward (with ``gamma = 1``) for the
+    differential one.
+    """
+    T = rewards.shape[0]
+    adv = torch.zeros_like(rewards)
+    run = torch.zeros_like(last_value)
+    nxt = last_value
+    for t in range(T - 1, -1, -1):
+        delta = rewards[t] - rho + gamma * nxt - values[t]
+        run = delta + gamma * lam * run
+        adv[t] = run
+        nxt = values[t]
+    return adv, adv + values
+
+
+def masked_logits(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Logits with masked actions at -1e8: their probability is exactly 0 in float32 (never
+    sampled, even with Gumbel noise) while, unlike -inf, gradients stay finite (0 * -inf would
+    make the entropy's gradient NaN); sb3-contrib uses the same constant."""
+    return logits.masked_fill(~masks, MASKED_LOGIT)
+
+
+def ppo_losses(
+    logits: torch.Tensor,
+    masks: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    clip_range: float,
+) -> dict[str, torch.Tensor]:
+    """PPO's terms on a minibatch: clipped surrogate (to minimise), value MSE, entropy of the
+    masked distribution, approximate KL and clip fraction."""
+    logp_all = torch.log_softmax(masked_logits(logits, masks), dim=-1)
+    logp = logp_all.gather(1, actions[:, None]).squeeze(1)
+    ratio = torch.exp(logp - old_logp)
+    pg = -torch.min(ratio * advantages, ratio.clamp(1 - clip_range, 1 + clip_range) * advantages)
+    p = logp_all.exp()
+    ent = -torch.where(masks, p * logp_all, torch.zeros_like(p)).sum(-1)
+    with torch.no_grad():
+        log_ratio = logp - old_logp
+        kl = ((ratio - 1) - log_ratio).mean()
+        clipped = ((ratio - 1).abs() > clip_range).float().mean()
+    return {
+        "policy": pg.mean(),
+        "value": F.mse_loss(values, returns),
+        "entropy": ent.mean(),
+        "approx_kl": kl,
+        "clip_fraction": clipped,
+    }
+
+
+def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Deterministic masked predictor of an SB3 (Maskable)ActorCriticPolicy's MLP policy head
+    in numpy: the argmax of the masked logits, as the policy's own ``predict``.
+
+    Why: for the batches of an evaluation (8-128 observations) torch's per-call overhead is most
+    of the cost (140 us for a 64x64 MLP on 32 rows, against ~20 us here). The weights are copied,
+    so later training does not change this predictor.
+    """
+    layers: list[tuple[np.ndarray, np.ndarray] | str] = []
+    for mod in policy.mlp_extractor.policy_net:
+        if isinstance(mod, torch.nn.Linear):
+            w = mod.weight.detach().numpy().T.copy()
+            layers.append((w, mod.bias.detach().numpy().copy()))
+        elif isinstance(mod, torch.nn.Tanh):
+            layers.append("tanh")
+        elif isinstance(mod, torch.nn.ReLU):
+            layers.append("relu")
+        else:
+            raise ValueError(f"policy: unsupported layer {type(mod).__name__} in the policy net")
+    head = policy.action_net
+    layers.append((head.weight.detach().numpy().T.copy(), head.bias.detach().numpy().copy()))
+
+    def predict(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32).reshape(len(masks), -1)
+        for layer in layers:
+            if layer == "tanh":
+                x = np.tanh(x)
+            elif layer == "relu":
+                x = np.maximum(x, 0.0)
+            else:
+                x = x @ layer[0] + layer[1]
+        return np.where(masks, x, MASKED_LOGIT).argmax(axis=1)
+
+    return predict
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+# ---------------------------------------------------------------------------------------------
+class LeanPPO:
+    """Masked PPO on a :class:`ServerFarmVectorEnv` of ``config``.
+
+    ``model`` is an sb3-contrib ``MaskablePPO`` whose ``policy`` is the network trained here
+    (the object is only used for its policy and for :meth:`save`: it never collects data).
+    """
+
+    def __init__(self, scenario: Any, cfg: LeanPPOConfig | None = None, **overrides: Any):
+        from sb3_contrib import MaskablePPO
+
+        from envs.vector import make_sb3_vec_env
+
+        self.cfg = cfg = (cfg or LeanPPOConfig(**overrides)).check()
+        self.config = load_scenario(scenario) if not isinstance(scenario, FarmConfig) else scenario
+        torch.set_num_threads(int(cfg.torch_threads))
+        torch.manual_seed(cfg.seed)
+        warmup = cfg.warmup_epochs
+        if warmup < 0:  # the farm starts empty: reach steady state before learning from it
+            warmup = max(1_000, math.ceil(50 * _epochs_per_duration(self.config)))
+        eta = cfg.reward_eta if cfg.reward_eta == "running" else float(cfg.reward_eta)
+        adapter = make_sb3_vec_env(
+            cfg.n_envs,
+            self.config,
+            action_mode=cfg.action_mode,
+            reward_eta=eta,
+            eta_tau=cfg.eta_tau,
+            warmup_epochs=warmup,
+            max_episode_steps=None,  # continuing task: never truncated
+            parallel=cfg.env_parallel,
+        )
+        self.venv: ServerFarmVectorEnv = adapter.venv
+        act = torch.nn.Tanh if cfg.activation == "tanh" else torch.nn.ReLU
+        arch = list(cfg.net_arch)
+        self.model = MaskablePPO(
+            "MlpPolicy",
+            adapter,
+            learning_rate=cfg.learning_rate,  # a float: the file loads anywhere
+            n_steps=cfg.n_steps,
+            batch_size=cfg.batch_size,
+            n_epochs=cfg.n_epochs,
+            gamma=1.0 if cfg.advantage == "average" else self.gamma,
+            gae_lambda=cfg.gae_lambda,
+            policy_kwargs={"net_arch": {"pi": arch, "vf": arch}, "activation_fn": act},
+            seed=cfg.seed,
+            device="cpu",
+        )
+        self.policy = self.model.policy
+        self.policy.set_training_mode(False)
+        self.optimizer = self.policy.optimizer
+        self.num_timesteps = 0
+        self.rho = 0.0  # running average reward (advantage="average")
+        self._rho_init = False
+        self._obs: np.ndarray | None = None
+        self.history: list[dict[str, float]] = []
+        self._gen = torch.Generator().manual_seed(cfg.seed)
+
+    # ---- the network ----------------------------------------------------------------------------
+    @property
+    def gamma(self) -> float:
+        g = self.cfg.gamma
+        return auto_gamma(self.config, self.cfg.horizon_durations) if g == "auto" else float(g)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits [n, A], values [n]) of float32 observations (no masking)."""
+        p = self.policy
+        lat_pi, lat_vf = p.mlp_extractor(p.features_extractor(obs))
+        return p.action_net(lat_pi), p.value_net(lat_vf).squeeze(-1)
+
+    @torch.no_grad()
+    def predict_batch(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Deterministic masked actions (the argmax of the masked logits) of a batch."""
+        p = self.policy  # the policy head only: evaluations need no value
+        obs_t = torch.as_tensor(obs, dtype=torch.float32)
+        logits = p.action_net(p.mlp_extractor.forward_actor(p.features_extractor(obs_t)))
+        m = torch.as_tensor(masks, dtype=torch.bool)
+        return masked_logits(logits, m).argmax(-1).numpy()
+
+    # ---- training -------------------------------------------------------------------------------
+    def _start(self) -> None:
+        obs, _ = self.venv.reset(seed=self.cfg.seed)
+        self._obs = obs
+
+    def collect(self, buf: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Fill ``buf`` with ``n_steps`` steps of every env; returns rollout statistics."""
+        if self._obs is None:
+            self._start()
+        venv, T = self.venv, self.cfg.n_steps
+        obs = torch.from_numpy(self._obs)
+        work = energy = 0.0
+        for t in range(T):
+            mask = torch.from_numpy(venv.action_masks())
+            with torch.no_grad():
+                logits, v = self.forward(obs)
+                lp = torch.log_softmax(masked_logits(logits, mask), -1)
+                # Gumbel-max sampling: exact categorical draws, masked actions have -inf
+                g = -torch.log(-torch.log(torch.rand(lp.shape, generator=self._gen)))
+                a = (lp + g).argmax(-1)
+            buf["obs"][t] = obs
+            buf["masks"][t] = mask
+            buf["actions"][t] = a
+            buf["logp"][t] = lp.gather(1, a[:, None]).squeeze(1)
+            buf["values"][t] = v
+            o, r, _, _, info = venv.step(a.numpy())
+            buf["rewards"][t] = torch.from_numpy(r.astype(np.float32))
+            work += float(info["work"].sum())
+            energy += float(info["energy"].sum())
+            obs = torch.from_numpy(o)
+        self._obs = obs.numpy()
+        with torch.no_grad():
+            _, last_v = self.forward(obs)
+        buf["last_value"] = last_v
+        self.num_timesteps += T * self.cfg.n_envs
+        return {"efficiency": work / energy if energy > 0 else float("nan")}
+
+    def update(self, buf: dict[str, torch.Tensor], progress_remaining: float) -> dict[str, float]:
+        cfg = self.cfg
+        lr = cfg.learning_rate * (progress_remaining if cfg.lr_schedule == "linear" else 1.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        if cfg.advantage == "average":
+            mean_r = float(buf["rewards"].mean())
+            self.rho = (
+                mean_r if not self._rho_init else self.rho + cfg.rho_tau * (mean_r - self.rho)
+            )
+            self._rho_init = True
+            adv, ret = gae(
+                buf["rewards"], buf["values"], buf["last_value"], 1.0, cfg.gae_lambda, self.rho
+            )
+        else:
+            adv, ret = gae(
+                buf["rewards"], buf["values"], buf["last_value"], self.gamma, cfg.gae_lambda
+            )
+        n = cfg.n_steps * cfg.n_envs
+        flat = {
+            "obs": buf["obs"].reshape(n, -1),
+            "masks": buf["masks"].reshape(n, -1),
+            "actions": buf["actions"].reshape(n),
+            "logp": buf["logp"].reshape(n),
+            "adv": adv.reshape(n),
+            "ret": ret.reshape(n),
+        }
+        self.policy.set_training_mode(True)
+        stats: dict[str, list[float]] = {}
+        for _ in range(cfg.n_epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            for lo in range(0, n - cfg.batch_size + 1, cfg.batch_size):
+                idx = perm[lo : lo + cfg.batch_size]
+                a = flat["adv"][idx]
+                if cfg.normalize_advantage and len(idx) > 1:
+                    a = (a - a.mean()) / (a.std() + 1e-8)
+                logits, v = self.forward(flat["obs"][idx])
+                terms = ppo_losses(
+                    logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
+                    flat["ret"][idx], cfg.clip_range,
+                )  # fmt: skip
+                loss = (
+                    terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                for k, val in terms.items():
+                    stats.setdefault(k, []).append(float(val.detach()))
+        self.policy.set_training_mode(False)
+        return {k: float(np.mean(v)) for k, v in stats.items()} | {"lr": lr, "rho": self.rho}
+
+    def _buffer(self) -> dict[str, torch.Tensor]:
+        T, N = self.cfg.n_steps, self.cfg.n_envs
+        d = int(np.prod(self.venv.single_observation_space.shape))
+        A = int(self.venv.single_action_space.n)
+        return {
+            "obs": torch.zeros(T, N, d),
+            "masks": torch.zeros(T, N, A, dtype=torch.bool),
+            "actions": torch.zeros(T, N, dtype=torch.int64),
+            "logp": torch.zeros(T, N),
+            "values": torch.zeros(T, N),
+            "rewards": torch.zeros(T, N),
+        }
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Callable[[LeanPPO], Any] | None = None,
+    ) -> LeanPPO:
+        """Train for ``total_timesteps`` env steps (rounded up to whole rollouts);
+        ``callback(self)`` runs after every update (evaluations, checkpoints)."""
+        torch.set_num_threads(int(self.cfg.torch_threads))
+        buf = self._buffer()
+        per = self.cfg.n_steps * self.cfg.n_envs
+        start = self.num_timesteps
+        end = start + max(1, math.ceil(total_timesteps / per)) * per
+        while self.num_timesteps < end:
+            t0 = time.process_time()
+            roll = self.collect(buf)
+            t1 = time.process_time()
+            upd = self.update(buf, 1.0 - (self.num_timesteps - per - start) / (end - start))
+            t2 = time.process_time()
+            self.history.append(
+                {"timesteps": self.num_timesteps, "rollout_cpu_s": t1 - t0,
+                 "update_cpu_s": t2 - t1, **roll, **upd}
+            )  # fmt: skip
+            if callback is not None:
+                callback(self)
+        return self
+
+    # ---- PAS initialisation ---------------------------------------------------------------------
+    def clone_pas(
+        self, n_steps: int = 4096, epochs: int = 20, batch_size: int = 1024, lr: float = 1e-3
+    ) -> dict[str, float]:
+        """Behaviour cloning: fit the policy (cross-entropy on masked logits) to PAS's decisions
+        on ``n_steps`` states per env visited by PAS itself; returns the final accuracy."""
+        from baselines.registry import make_policy
+
+        pas = make_policy("pas", self.config, self.cfg.action_mode)
+        if self._obs is None:
+            self._start()
+        obs_l, mask_l, act_l = [], [], []
+        for _ in range(n_steps):
+            m = self.venv.action_masks()
+            a, _ = pas.predict(self._obs, action_masks=m)
+            obs_l.append(self._obs)
+            mask_l.append(m)
+            act_l.append(np.asarray(a, dtype=np.int64))
+            self._obs = self.venv.step(a)[0]
+        X = torch.from_numpy(np.concatenate(obs_l))
+        M = torch.from_numpy(np.concatenate(mask_l))
+        Y = torch.from_numpy(np.concatenate(act_l))
+        opt = torch.optim.Adam(self.policy.parameters(), lr=lr)
+        n = len(Y)
+        for _ in range(epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            for lo in range(0, n, batch_size):
+                idx = perm[lo : lo + batch_size]
+                logits, _ = self.forward(X[idx])
+                loss = F.cross_entropy(masked_logits(logits, M[idx]), Y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        with torch.no_grad():
+            acc = float((self.predict_batch(X.numpy(), M.numpy()) == Y.numpy()).mean())
+        return {"accuracy": acc, "samples": n}
+
+    # ---- saving ---------------------------------------------------------------------------------
+    def save(self, path: str | Path, **sidecar: Any) -> Path:
+        """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``."""
+        from agents.ppo import write_sidecar
+
+        p = Path(path)
+        if p.suffix != ".zip":
+            p = p.with_name(p.name + ".zip")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.model.num_timesteps = self.num_timesteps
+        tmp = p.with_name(f".{p.stem}.tmp.zip")
+        self.model.save(tmp)
+        tmp.replace(p)
+        cfg = asdict(self.cfg)
+        cfg["net_arch"] = list(cfg["net_arch"])
+        write_sidecar(
+            p, self.config, self.cfg.action_mode, timesteps=self.num_timesteps,
+            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho, **sidecar,
+        )  # fmt: skip
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> LeanPPO:
+        """Continue training from a file written by :meth:`save` (network, Adam state, step
+        count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
+        envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does."""
+        import json
+
+        from sb3_contrib import MaskablePPO
+
+        from agents.ppo import sidecar_path
+        from envs.config import farm_from_dict
+
+        p = Path(path)
+        meta = json.loads(sidecar_path(p).read_text())
+        if meta.get("trainer") != "lean_ppo":
+            raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
+        kw = dict(meta["lean_ppo_config"]) | overrides
+        kw["net_arch"] = tuple(kw["net_arch"])
+        trainer = cls(farm_from_dict(meta["scenario"]), LeanPPOConfig(**kw))
+        saved = MaskablePPO.load(p, device="cpu")
+        trainer.policy.load_state_dict(saved.policy.state_dict())
+        trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())
+        trainer.num_timesteps = int(meta.get("timesteps", saved.num_timesteps))
+        trainer.rho = float(meta.get("rho", 0.0))
+        trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
+        return trainer

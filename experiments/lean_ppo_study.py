@@ -1,0 +1,146 @@
+"""Lean masked PPO (``agents.lean_ppo``): which criterion learns better per step, what PAS
+initialisation buys, and what the fast defaults reach on paper-100 (issue 12, part 2 groundwork).
+
+``criteria``: on small farms with an exact evaluation (tiny in server actions, pas-gap in group
+actions), the discounted criterion with the farm-derived discount (``gamma="auto"``: a horizon
+of 4 mean job durations) against the average-reward (differential, no discount) advantage,
+several seeds each, the deterministic policy's exact efficiency (CTMC) after every update. Also
+the starting efficiency of a random policy and of one cloned from PAS.
+
+``large``: the fast defaults on a simulated farm (paper-100): efficiency of the final policy
+against PAS with common random numbers (the same replication seeds), the paired gap's interval.
+
+    python -m experiments.lean_ppo_study criteria
+    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+
+def _exact(trainer: Any) -> float:
+    from agents.ppo import exact_efficiency
+
+    est = exact_efficiency(trainer.predict_batch, trainer.config, trainer.cfg.action_mode)
+    if est is None:
+        raise ValueError("scenario: not exactly solvable; use the 'large' study")
+    return est.efficiency
+
+
+def criteria(ns: argparse.Namespace) -> dict[str, Any]:
+    from agents.lean_ppo import LeanPPO
+    from agents.ppo import optimum_efficiency, pas_efficiency
+    from envs.config import load_scenario
+
+    out: dict[str, Any] = {}
+    for spec in ns.scenarios.split(","):
+        scen, mode = spec.split(":")
+        config = load_scenario(scen)
+        pas = pas_efficiency(config).efficiency
+        opt, _ = optimum_efficiency(config)
+        res: dict[str, Any] = {"pas": pas, "optimum": opt, "runs": []}
+        for adv in ("discounted", "average"):
+            for init in ("random", "pas"):
+                for seed in range(ns.seeds):
+                    kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4}
+                    t = LeanPPO(config, action_mode=mode, advantage=adv, seed=seed, **kw)
+                    start = {"random": _exact(t)}
+                    if init == "pas":
+                        t.clone_pas(n_steps=256)
+                        start["pas"] = _exact(t)
+                    curve: list[tuple[int, float]] = []
+                    c0 = time.process_time()
+                    t.learn(ns.steps, callback=lambda tr, c=curve: c.append(
+                        (tr.num_timesteps, _exact(tr))))  # fmt: skip
+                    effs = np.array([e for _, e in curve])
+                    run = {
+                        "advantage": adv, "init": init, "seed": seed, "gamma": t.gamma,
+                        "start": start, "final": effs[-1], "best": effs.max(),
+                        "mean_last_quarter": effs[-max(1, len(effs) // 4):].mean(),
+                        "curve": curve, "cpu_s": time.process_time() - c0,
+                    }  # fmt: skip
+                    res["runs"].append(run)
+                    print(f"{spec} {adv:10s} init={init:6s} seed={seed} start={start} "
+                          f"final={run['final']:.5f} best={run['best']:.5f} pas={pas:.5f} "
+                          f"opt={opt} ({run['cpu_s']:.0f} CPU-s)", flush=True)  # fmt: skip
+        out[spec] = res
+    return out
+
+
+def large(ns: argparse.Namespace) -> dict[str, Any]:
+    from agents.lean_ppo import LeanPPO, numpy_predictor
+    from baselines.registry import make_policy
+    from envs.config import load_scenario
+    from evaluation.stats import paired_gap_pct
+    from evaluation.vector_eval import vector_efficiency
+
+    config = load_scenario(ns.scenario)
+    mode = "group"
+    kw = {"n_envs": 64, "n_steps": 256, "batch_size": ns.batch_size, "n_epochs": ns.n_epochs}
+    t = LeanPPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
+    ev = {"n_epochs": ns.eval_epochs, "replications": 64, "seed": 7_000_000}
+    pas = vector_efficiency(make_policy("pas", config, mode), config, mode, **ev)
+    rnd = vector_efficiency(numpy_predictor(t.policy), config, mode, **ev)
+    report: dict[str, Any] = {"pas": pas.as_dict(), "random_init": rnd.as_dict()}
+    if ns.init == "pas":
+        report["clone"] = t.clone_pas(n_steps=256)
+        report["pas_init"] = vector_efficiency(
+            numpy_predictor(t.policy), config, mode, **ev
+        ).as_dict()
+    c0, w0 = time.process_time(), time.perf_counter()
+    t.learn(ns.steps)
+    report["train_cpu_s"], report["train_wall_s"] = (
+        time.process_time() - c0,
+        time.perf_counter() - w0,
+    )
+    fin = vector_efficiency(numpy_predictor(t.policy), config, mode, **ev)
+    report["final"] = fin.as_dict()
+    report["paired_gap_to_pas_pct"] = paired_gap_pct(fin.per_replication, pas.per_replication)
+    report["gamma"] = t.gamma
+    report["steps"] = t.num_timesteps
+    report["train_efficiency_last"] = [h["efficiency"] for h in t.history[-5:]]
+    print(json.dumps(report, indent=1, default=float))
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    import torch
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="study", required=True)
+    c = sub.add_parser("criteria")
+    c.add_argument("--scenarios", default="tiny:server,pas-gap:group")
+    c.add_argument("--steps", type=int, default=40_960)
+    c.add_argument("--seeds", type=int, default=2)
+    g = sub.add_parser("large")
+    g.add_argument("--scenario", default="paper-100")
+    g.add_argument("--steps", type=int, default=1_500_000)
+    g.add_argument("--advantage", default="discounted")
+    g.add_argument("--init", default="pas", choices=("pas", "random"))
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--eval-epochs", type=int, default=2_500)
+    g.add_argument("--batch-size", type=int, default=4096)
+    g.add_argument("--n-epochs", type=int, default=4)
+    for q in (c, g):
+        q.add_argument("--json", default=None)
+    ns = p.parse_args(argv)
+    torch.set_num_threads(1)
+    rep = criteria(ns) if ns.study == "criteria" else large(ns)
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(rep, indent=1, default=float) + "\n")
+    return rep
+
+
+if __name__ == "__main__":
+    main()
