@@ -44,8 +44,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from envs.config import FarmConfig, load_scenario
-from envs.vector import ServerFarmVectorEnv
+from agents.ppo import sidecar_path, write_sidecar
+from baselines.registry import make_policy
+from envs.config import FarmConfig, farm_from_dict
+from envs.scenarios import load_scenario
+from envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
+from evaluation.harness import epochs_per_duration
 
 #: the logit of a masked action (see masked_logits)
 MASKED_LOGIT = -1e8
@@ -61,18 +65,12 @@ __all__ = [
 ]
 
 
-def _epochs_per_duration(config: FarmConfig) -> float:
-    # same definition as agents.ppo.epochs_per_duration (kept local: that module is being split)
-    slowest = float(min(max(g.service_rate) for g in config.groups))
-    return config.total_arrival_rate / slowest if slowest > 0 else 1.0
-
-
 def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
     """Discount with an effective horizon of ``horizon_durations`` mean job durations in model
     time: ``1 - 1 / (horizon_durations * epochs_per_duration)`` (tiny: 0.9, paper-100: ~0.998)."""
     if horizon_durations <= 0:
         raise ValueError(f"horizon_durations: must be > 0, got {horizon_durations}")
-    return 1.0 - 1.0 / max(1.0 + 1e-9, horizon_durations * _epochs_per_duration(config))
+    return 1.0 - 1.0 / max(1.0 + 1e-9, horizon_durations * epochs_per_duration(config))
 
 
 @dataclass
@@ -250,15 +248,13 @@ class LeanPPO:
     def __init__(self, scenario: Any, cfg: LeanPPOConfig | None = None, **overrides: Any):
         from sb3_contrib import MaskablePPO
 
-        from envs.vector import make_sb3_vec_env
-
         self.cfg = cfg = (cfg or LeanPPOConfig(**overrides)).check()
         self.config = load_scenario(scenario) if not isinstance(scenario, FarmConfig) else scenario
         torch.set_num_threads(int(cfg.torch_threads))
         torch.manual_seed(cfg.seed)
         warmup = cfg.warmup_epochs
         if warmup < 0:  # the farm starts empty: reach steady state before learning from it
-            warmup = max(1_000, math.ceil(50 * _epochs_per_duration(self.config)))
+            warmup = max(1_000, math.ceil(50 * epochs_per_duration(self.config)))
         eta = cfg.reward_eta if cfg.reward_eta == "running" else float(cfg.reward_eta)
         adapter = make_sb3_vec_env(
             cfg.n_envs,
@@ -452,8 +448,6 @@ class LeanPPO:
     ) -> dict[str, float]:
         """Behaviour cloning: fit the policy (cross-entropy on masked logits) to PAS's decisions
         on ``n_steps`` states per env visited by PAS itself; returns the final accuracy."""
-        from baselines.registry import make_policy
-
         pas = make_policy("pas", self.config, self.cfg.action_mode)
         if self._obs is None:
             self._start()
@@ -486,8 +480,6 @@ class LeanPPO:
     # ---- saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, **sidecar: Any) -> Path:
         """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``."""
-        from agents.ppo import write_sidecar
-
         p = Path(path)
         if p.suffix != ".zip":
             p = p.with_name(p.name + ".zip")
@@ -512,9 +504,6 @@ class LeanPPO:
         import json
 
         from sb3_contrib import MaskablePPO
-
-        from agents.ppo import sidecar_path
-        from envs.config import farm_from_dict
 
         p = Path(path)
         meta = json.loads(sidecar_path(p).read_text())

@@ -12,7 +12,7 @@ collected and learnt from):
 * ``lean``: ``agents.lean_ppo.LeanPPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
-model it trained: ``today`` with ``agents.ppo.rollout_efficiency`` (single envs, one decision
+model it trained: ``today`` with ``evaluation.measure.simulated_efficiency`` (single envs, one decision
 at a time) at train.py's settings, the fast path with ``evaluation.vector_eval`` (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
 ``agents.lean_ppo.numpy_predictor``) with the same number of measured epochs, spread over
@@ -88,7 +88,7 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
 def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     """MaskablePPO with train.py's env stack and today's settings; (model, setup, learn)."""
     import train
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
 
     a = train.Args(
         scenario=scenario, action_mode="group", n_envs=4, n_steps=1024, batch_size=64,
@@ -110,7 +110,7 @@ def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, C
     from sb3_contrib import MaskablePPO
 
     from agents.lean_ppo import auto_gamma
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
     from envs.vector import make_sb3_vec_env
 
     config = load_scenario(scenario)
@@ -149,7 +149,7 @@ def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Cloc
 def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale: float) -> float:
     """CPU seconds of one evaluation at train.py's size. Timed at ``scale`` and ``2 scale`` of
     its measured window (the warm-ups are the same in both) and extrapolated linearly."""
-    from agents.ppo import rollout_efficiency
+    from evaluation.measure import simulated_efficiency
     from evaluation.vector_eval import suggest_replications, vector_efficiency
 
     total = sched["eval_epochs"] * sched["reps"]
@@ -159,7 +159,7 @@ def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale
         with Clock() as c:
             if kind == "today":
                 n = int(sched["eval_epochs"] * s)
-                est = rollout_efficiency(
+                est = simulated_efficiency(
                     predict, config, "group", n_epochs=n, replications=sched["reps"]
                 )
             else:  # the same number of measured epochs over suggest_replications replications
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = p.parse_args(argv)
     from agents.lean_ppo import numpy_predictor
     from agents.ppo import model_predictor
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
 
     torch.set_num_threads(1)
     q = 4 if ns.quick else 1

@@ -28,7 +28,7 @@ Frame layout (``size`` pixels, 960 x 540 by default):
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,8 +36,9 @@ from envs.config import FarmConfig
 from envs.observation import decode_group_action
 from envs.simulator import FarmSimulator
 
-if TYPE_CHECKING:  # the env imports this module; only its type is needed here
-    from envs.server_farm import ServerFarmEnv
+#: the env (envs.server_farm.ServerFarmEnv) this module draws; not imported, since the env imports
+#: this module and the layers contract forbids the cycle (even under TYPE_CHECKING)
+ServerFarmEnv = Any
 
 RENDER_MODES = ("ansi", "rgb_array", "human")
 FRAME_SIZE = (960, 540)  # pixels (width, height): 16:9, what video players expect

@@ -38,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict, load_scenario
+from envs.config import FarmConfig, farm_from_dict
 from envs.files import load_mapping_file
+from envs.scenarios import PRESETS, load_scenario
 from evaluation.harness import (
     EvaluationPlan,
     plan_evaluation,
@@ -124,8 +125,6 @@ def _scenario_farm(entry: Mapping[str, Any], name: str, where: str) -> FarmConfi
         raise ValueError(f"{where}.farm: missing; give a preset name or a scenario mapping")
     spec = entry["farm"]
     if isinstance(spec, str):
-        from envs.scenarios import PRESETS
-
         # presets only: a suite must not depend on files outside the package
         if spec not in PRESETS:
             raise ValueError(

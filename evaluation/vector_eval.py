@@ -26,6 +26,7 @@ import numpy as np
 
 from envs.config import FarmConfig
 from envs.vector import ServerFarmVectorEnv
+from evaluation.harness import epochs_per_duration
 from evaluation.stats import mean_ci
 
 __all__ = ["VectorEstimate", "as_predictor", "suggest_replications", "vector_efficiency"]
@@ -77,14 +78,9 @@ def as_predictor(policy: Any) -> Predictor:
     raise ValueError("policy: expected an object with predict(obs, action_masks=...) or a callable")
 
 
-def _epochs_per_duration(config: FarmConfig) -> float:
-    slowest = float(min(max(g.service_rate) for g in config.groups))
-    return config.total_arrival_rate / slowest if slowest > 0 else 1.0
-
-
 def default_policy_warmup(config: FarmConfig) -> int:
     """Unmeasured policy epochs per replication: 10 mean job durations, at least 500."""
-    return max(500, math.ceil(10 * _epochs_per_duration(config)))
+    return max(500, math.ceil(10 * epochs_per_duration(config)))
 
 
 def suggest_replications(config: FarmConfig, total_epochs: int, lo: int = 4, hi: int = 64) -> int:
@@ -124,7 +120,7 @@ def vector_efficiency(
     if n_epochs < 1:
         raise ValueError(f"n_epochs: must be >= 1, got {n_epochs}")
     predict = as_predictor(policy)
-    per = _epochs_per_duration(config)
+    per = epochs_per_duration(config)
     if warmup_epochs is None:
         warmup_epochs = max(2_000, math.ceil(50 * per))
     if policy_warmup is None:

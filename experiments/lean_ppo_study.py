@@ -30,7 +30,7 @@ import numpy as np
 
 
 def _exact(trainer: Any) -> float:
-    from agents.ppo import exact_efficiency
+    from evaluation.measure import exact_efficiency
 
     est = exact_efficiency(trainer.predict_batch, trainer.config, trainer.cfg.action_mode)
     if est is None:
@@ -40,15 +40,17 @@ def _exact(trainer: Any) -> float:
 
 def criteria(ns: argparse.Namespace) -> dict[str, Any]:
     from agents.lean_ppo import LeanPPO
-    from agents.ppo import optimum_efficiency, pas_efficiency
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
+    from evaluation.measure import pas_efficiency
+    from evaluation.references import optimum_solution
 
     out: dict[str, Any] = {}
     for spec in ns.scenarios.split(","):
         scen, mode = spec.split(":")
         config = load_scenario(scen)
         pas = pas_efficiency(config).efficiency
-        opt, _ = optimum_efficiency(config)
+        sol, _ = optimum_solution(config)
+        opt = None if sol is None else float(sol.value)
         res: dict[str, Any] = {"pas": pas, "optimum": opt, "runs": []}
         for adv in ("discounted", "average"):
             for init in ("random", "pas"):
@@ -81,7 +83,7 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
 def large(ns: argparse.Namespace) -> dict[str, Any]:
     from agents.lean_ppo import LeanPPO, numpy_predictor
     from baselines.registry import make_policy
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
     from evaluation.stats import paired_gap_pct
     from evaluation.vector_eval import vector_efficiency
 

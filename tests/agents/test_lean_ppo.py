@@ -20,7 +20,7 @@ from agents.lean_ppo import (
     numpy_predictor,
     ppo_losses,
 )
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 
 SMALL = {"n_envs": 8, "n_steps": 32, "batch_size": 128, "n_epochs": 2}
 

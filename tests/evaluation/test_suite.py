@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import evaluate
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 from evaluation.stats import t_quantile
 from evaluation.suite import (
     load_suite,

@@ -9,7 +9,7 @@ import pytest
 from baselines.ctmc import evaluate_policy
 from baselines.pas import pas_table
 from baselines.registry import make_policy
-from envs.config import load_scenario
+from envs.scenarios import load_scenario
 from evaluation.vector_eval import as_predictor, vector_efficiency
 from tests.helpers import ALPHA
 

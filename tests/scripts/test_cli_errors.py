@@ -57,8 +57,8 @@ def _assert_one_line_error(capsys, prog: str, *fragments: str) -> str:
 
 def _scenario_files_are_read_by_envs_files() -> bool:
     """Whether envs.config.load_scenario reads files with envs.files (its errors name the line)."""
-    from envs.config import load_scenario
     from envs.files import FileFormatError
+    from envs.scenarios import load_scenario
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "probe.yaml"

@@ -154,7 +154,7 @@ def test_ppo_model_for_another_farm(capsys: pytest.CaptureFixture[str], tmp_path
     from sb3_contrib import MaskablePPO
 
     from agents.ppo import write_sidecar
-    from envs.config import load_scenario
+    from envs.scenarios import load_scenario
     from envs.server_farm import ServerFarmEnv
 
     tiny = load_scenario("tiny")
