@@ -12,6 +12,7 @@ import sys
 
 from evaluation.cli import add_run_options, run_cli
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
+from evaluation.leaderboard import suite_cli
 from evaluation.report import check_output_paths
 
 
@@ -81,8 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     a = parser.parse_args(argv)
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
     if a.suite is not None:
-        from evaluation.leaderboard import suite_cli
-
         return run_cli(parser, lambda: suite_cli(parser, a, policies))
     if a.scenario is None or a.out is not None:
         parser.error("give a SCENARIO (or --suite NAME); --out is for --suite")

@@ -94,7 +94,7 @@ def test_save_load_gives_identical_predictions(tmp_path):
     assert agent.action_mode == "group" and agent.meta["trainer"] == "lean_ppo"
     venv = t.venv
     obs, _ = venv.reset(seed=11)
-    fast = numpy_predictor(agent.model.policy)
+    fast = numpy_predictor(agent.policy)
     for _ in range(50):
         m = venv.action_masks()
         a_agent, _ = agent.predict(obs, action_masks=m)
@@ -125,7 +125,7 @@ def test_config_errors_name_the_field():
 
 
 def test_auto_gamma_is_a_horizon_in_model_time():
-    from agents.ppo import epochs_per_duration
+    from evaluation.harness import epochs_per_duration
 
     tiny, p100 = load_scenario("tiny"), load_scenario("paper-100")
     # tiny: 2.5 decision epochs per mean duration -> 4 durations = 10 epochs -> gamma 0.9

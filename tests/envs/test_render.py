@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import pickle
 import warnings
@@ -65,13 +66,15 @@ def test_frames_follow_each_step() -> None:
 
 # a farm whose jobs (almost) never leave: the server a step gave its job to is the one whose
 # occupancy grew, so the renderer's record of the decision can be checked against the kernel
-SLOW = farm_from_dict(
+# (validation refuses rates below 1e-6, so the rates are lowered after validation, as
+# tests/envs/test_simulator_invariants.py does)
+_SLOW = farm_from_dict(
     {
         "name": "slow",
         "groups": [
-            {"name": "a", "count": 3, "service_rate": 1e-9, "busy_power": 2.0,
+            {"name": "a", "count": 3, "service_rate": 1.0, "busy_power": 2.0,
              "idle_power": 1.0, "buffer": 2},
-            {"name": "b", "count": 2, "service_rate": 1e-9, "busy_power": 1.5,
+            {"name": "b", "count": 2, "service_rate": 1.0, "busy_power": 1.5,
              "idle_power": 1.0, "buffer": 3},
         ],
         "job_types": [
@@ -80,6 +83,10 @@ SLOW = farm_from_dict(
         ],
     }
 )  # fmt: skip
+SLOW = dataclasses.replace(
+    _SLOW,
+    groups=tuple(dataclasses.replace(g, service_rate=(1e-9,) * g.buffer) for g in _SLOW.groups),
+)
 
 
 @pytest.mark.parametrize("mode", MODES)
