@@ -27,6 +27,7 @@ import numpy as np
 from envs.config import FarmConfig
 from envs.vector import ServerFarmVectorEnv
 from evaluation.harness import epochs_per_duration
+from evaluation.measure import EfficiencyEstimate
 from evaluation.stats import mean_ci
 
 __all__ = ["VectorEstimate", "as_predictor", "suggest_replications", "vector_efficiency"]
@@ -36,25 +37,10 @@ Predictor = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
-class VectorEstimate:
-    """An efficiency with its 95% CI half-width, as ``agents.ppo.EfficiencyEstimate`` (same
-    ``as_dict`` keys), plus the per-replication values."""
+class VectorEstimate(EfficiencyEstimate):
+    """An :class:`evaluation.measure.EfficiencyEstimate` plus the per-replication values."""
 
-    efficiency: float
-    ci95: float
-    method: str
-    epochs: int
-    replications: int
-    per_replication: np.ndarray = field(repr=False)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "efficiency": self.efficiency,
-            "ci95": self.ci95,
-            "method": self.method,
-            "epochs": self.epochs,
-            "replications": self.replications,
-        }
+    per_replication: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
 
     def interval(self, confidence: float) -> float:
         """Half-width of the Student-t interval at another confidence level."""
