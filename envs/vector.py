@@ -177,13 +177,31 @@ class ServerFarmVectorEnv(VectorEnv):
         self._needs_reset = False
         return self._obs.copy(), self._infos()
 
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        """The actions as ``int64[num_envs]``; like the single env (and Gymnasium's own envs), a
+        float, a string, a wrong shape or an index outside the action space is refused rather
+        than truncated or wrapped."""
+        a = np.asarray(actions)
+        n = int(self.single_action_space.n)
+        if a.dtype.kind not in "iu" or a.shape not in ((self.num_envs,), (self.num_envs, 1)):
+            raise ValueError(
+                f"actions: expected integers of shape ({self.num_envs},) (one index 0..{n - 1} "
+                f"of {self.single_action_space} per env), got dtype {a.dtype} shape {a.shape}"
+            )
+        a = a.reshape(self.num_envs).astype(np.int64, copy=False)
+        if self.num_envs and (a.min() < 0 or a.max() >= n):
+            raise ValueError(
+                f"actions: {a.tolist()} has an index outside 0..{n - 1} ({self.single_action_space})"
+            )
+        return a
+
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every env (next-step autoreset of the envs truncated at the previous step)."""
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
-        acts = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        acts = self._check_actions(actions)
         step = kn.vec_step_parallel if self.parallel else kn.vec_step
         if step(self._ibuf, self._fbuf, self._obs, self._mask, acts, self._codes, self._tag):
             bad = np.flatnonzero(self._codes)

@@ -247,3 +247,14 @@ def test_incremental_rates_stay_exact_and_are_resummed(scenario: str) -> None:
             np.testing.assert_allclose(
                 fs[[kn.WRATE, kn.PRATE, kn.CRATE]], resummed(), rtol=1e-12, atol=1e-12
             )
+
+
+@pytest.mark.parametrize(
+    "bad", [[1.7, 0], ["1", "0"], [[1, 0]], [0], [0, 0, 0], [-1, 0], [10**6, 0], None]
+)
+def test_vector_env_refuses_what_the_action_space_does_not_contain(bad) -> None:
+    # like the single env: no silent truncation of floats, no wrap-around of indices
+    venv = ServerFarmVectorEnv(2, "tiny")
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match="actions"):
+        venv.step(np.array(bad, dtype=object) if bad is None else bad)
