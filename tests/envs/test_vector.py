@@ -258,3 +258,30 @@ def test_vector_env_refuses_what_the_action_space_does_not_contain(bad) -> None:
     venv.reset(seed=0)
     with pytest.raises(ValueError, match="actions"):
         venv.step(np.array(bad, dtype=object) if bad is None else bad)
+
+
+@pytest.mark.parametrize("mode", ["server", "group"])
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_pickled_or_copied_vector_env_continues_exactly(mode: str, how: str) -> None:
+    import copy
+    import pickle
+
+    venv = ServerFarmVectorEnv(3, "tiny", action_mode=mode, max_episode_steps=25)
+    venv.reset(seed=5)
+    rng = np.random.default_rng(0)
+
+    def act(v: ServerFarmVectorEnv) -> np.ndarray:
+        m = v.action_masks()
+        return np.array([rng.choice(np.flatnonzero(row)) for row in m])
+
+    for _ in range(10):
+        venv.step(act(venv))
+    twin = pickle.loads(pickle.dumps(venv)) if how == "pickle" else copy.deepcopy(venv)
+    for _ in range(60):  # across autoresets (25-step episodes)
+        a = act(venv)
+        o1, r1, _, t1, _ = venv.step(a)
+        o2, r2, _, t2, _ = twin.step(a)
+        np.testing.assert_array_equal(o1, o2)
+        np.testing.assert_array_equal(r1, r2)
+        np.testing.assert_array_equal(t1, t2)
+    assert [s.stats().efficiency for s in venv.sims] == [s.stats().efficiency for s in twin.sims]
