@@ -602,3 +602,12 @@ def reference_priority(config: FarmConfig, occ: np.ndarray, j: int, table: np.nd
     ok = config.server_availability[j] & (occ < config.buffers[sg])
     score = np.where(ok, table[sg, occ], -np.inf)
     return int(np.argmax(score))  # first maximum = smallest index
+
+
+#: env options both environment checkers (Gymnasium's and SB3's) are run with; not
+#: invalid_action="raise": the checkers step with unmasked random actions
+CHECKER_OPTIONS = (
+    {"objective": "cost"},
+    {"warmup_epochs": 200, "warmup_policy": "random"},
+    {"reward_eta": 0.3, "reward_scale": 10.0, "eta_tau": 50.0},
+)

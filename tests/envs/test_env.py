@@ -25,6 +25,7 @@ from envs.observation import (
 from envs.scenarios import PRESETS, load_preset, random_farm
 from envs.server_farm import ServerFarmEnv
 from tests.helpers import (
+    CHECKER_OPTIONS,
     ENV_IDS,
     expected_mask,
     expected_obs,
@@ -97,11 +98,7 @@ def test_gymnasium_checker(scenario: str | FarmConfig, mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "options",
-    [
-        {"objective": "cost"},
-        {"warmup_epochs": 200, "warmup_policy": "random"},
-        {"reward_eta": 0.3, "reward_scale": 10.0, "eta_tau": 50.0},
-    ],  # (not invalid_action="raise": the checkers step with unmasked random actions)
+    CHECKER_OPTIONS,
     ids=str,
 )
 def test_checkers_with_options(options: dict, mode: str) -> None:

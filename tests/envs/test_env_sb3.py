@@ -17,7 +17,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from envs.config import FarmConfig
 from envs.scenarios import PRESETS
-from tests.helpers import ENV_IDS, make_env, random_env_configs
+from tests.helpers import CHECKER_OPTIONS, ENV_IDS, make_env, random_env_configs
 
 MODES = list(ENV_IDS)
 RANDOM_CONFIGS = random_env_configs()
@@ -35,11 +35,7 @@ def test_sb3_checker(scenario: str | FarmConfig, mode: str) -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "options",
-    [
-        {"objective": "cost"},
-        {"warmup_epochs": 200, "warmup_policy": "random"},
-        {"reward_eta": 0.3, "reward_scale": 10.0, "eta_tau": 50.0},
-    ],  # (not invalid_action="raise": the checker steps with unmasked random actions)
+    CHECKER_OPTIONS,
     ids=str,
 )
 def test_sb3_checker_with_options(options: dict, mode: str) -> None:
