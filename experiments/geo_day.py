@@ -139,7 +139,8 @@ def build_policy(
             raise ValueError("ppo: no model path (pass --ppo PATH or let the script train one)")
         from agents.ppo import PPOAgent
 
-        return PPOAgent.load(ppo_path)
+        # the registry's loader: refuses a model whose spaces do not fit this farm, naming both
+        return PPOAgent.from_spec(ppo_path, config, "group")
     from baselines.registry import make_policy
 
     if name == "pdr-pas-cost":
@@ -408,25 +409,13 @@ def _check_writable_dir(option: str, directory: Path) -> None:
 
 
 def _check_ppo_model(path: str, config: FarmConfig) -> None:
-    """Load the model (and its sidecar) now and check it fits the day's farm."""
-    from envs.observation import n_actions, obs_size
-
+    """Load the model (and its sidecar) now: it must exist and fit the day's farm."""
     if not Path(path).exists() and not Path(path).with_suffix(".zip").exists():
         raise UsageError(f"--ppo: no model at {path}")
     try:
-        agent = build_policy("ppo", config, path)
+        build_policy("ppo", config, path)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise UsageError(f"--ppo: cannot load {path}: {e}") from None
-    mode = agent.action_mode
-    want = (obs_size(config, mode), n_actions(config, mode))
-    have = (obs_size(agent.config, mode), n_actions(agent.config, mode))
-    if have != want:
-        raise UsageError(
-            f"--ppo: {path} was trained on farm {agent.config.name!r} ({agent.config.n_groups} "
-            f"groups, {agent.config.n_job_types} job types, {mode} mode: {have[0]} observations, "
-            f"{have[1]} actions), not on {config.name!r} ({config.n_groups} groups, "
-            f"{config.n_job_types} job types: {want[0]} observations, {want[1]} actions)"
-        )
 
 
 def _validated(a: argparse.Namespace) -> dict[str, Any]:
