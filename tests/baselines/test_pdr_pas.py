@@ -18,12 +18,12 @@ from envs.config import FarmConfig
 from envs.observation import (
     counts_from_occupancy,
     hist_offsets,
-    level_offsets,
     n_interval_features,
     obs_size,
 )
 from envs.scenarios import load_scenario
 from evaluation.rollout import rollout
+from tests.helpers import valid_group_mask, valid_server_mask
 
 Z = 5.0  # sigmas
 
@@ -66,19 +66,6 @@ def obs_of(config: FarmConfig, occ: np.ndarray, j: int, t: int, mode: str = "ser
         obs[base + t] = 1.0
     obs[-config.n_job_types + j] = 1.0
     return obs
-
-
-def server_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    return config.server_availability[j] & (occ < config.buffers[config.server_group])
-
-
-def group_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
-    counts = counts_from_occupancy(config, occ)
-    out = np.zeros(int(level_offsets(config)[-1]), dtype=bool)
-    for k, g in enumerate(config.groups):
-        a = int(level_offsets(config)[k])
-        out[a : a + g.buffer] = (counts[k, : g.buffer] > 0) & config.availability[j, k]
-    return out
 
 
 def cluster_of_server(config: FarmConfig) -> np.ndarray:
@@ -128,7 +115,7 @@ def test_routing_frequencies_match_the_plan(
     pol = pdr(c, mode, seed=11)
     occ = np.zeros(c.n_servers, dtype=np.int64)
     obs = obs_of(c, occ, i, t, mode)
-    mask = server_mask(c, occ, i) if mode == "server" else group_mask(c, occ, i)
+    mask = valid_server_mask(c, occ, i) if mode == "server" else valid_group_mask(c, occ, i)
     n = 10_000
     acts = draw(pol, obs, mask, n)
     cl_of_act = pol._act_cluster
@@ -147,7 +134,7 @@ def test_full_cluster_share_is_renormalised(geo_farm: FarmConfig, pdr_server: PD
     p = pdr_server.probabilities[t, i]
     assert (p[:3] > 0.05).all()
     occ = fill_clusters(c, [1])  # us-central full
-    obs, mask = obs_of(c, occ, i, t), server_mask(c, occ, i)
+    obs, mask = obs_of(c, occ, i, t), valid_server_mask(c, occ, i)
     n = 10_000
     acts = draw(pdr(c, seed=3), obs, mask, n)
     counts = np.bincount(cluster_of_server(c)[acts], minlength=5)
@@ -166,7 +153,7 @@ def test_fallback_to_pas_when_planned_clusters_are_full(geo_farm: FarmConfig, mo
         assert set(np.flatnonzero(p > 0)) <= set(full)  # every planned cluster is full
         occ = fill_clusters(c, full)
         obs = obs_of(c, occ, i, t, mode)
-        mask = server_mask(c, occ, i) if mode == "server" else group_mask(c, occ, i)
+        mask = valid_server_mask(c, occ, i) if mode == "server" else valid_group_mask(c, occ, i)
         assert mask.any()
         assert not pol.cluster_probabilities(obs, mask).any()
         acts = draw(pol, obs, mask, 50)
@@ -184,7 +171,7 @@ def test_masks_respected(geo_farm: FarmConfig, mode: str) -> None:
     for _ in range(300):
         occ = rng.integers(0, bufs + 1)
         i, t = int(rng.integers(c.n_job_types)), int(rng.integers(c.n_intervals))
-        valid = server_mask(c, occ, i) if mode == "server" else group_mask(c, occ, i)
+        valid = valid_server_mask(c, occ, i) if mode == "server" else valid_group_mask(c, occ, i)
         mask = valid & (rng.random(valid.shape) < 0.3)  # the env's mask, or a stricter one
         if not mask.any():
             continue
@@ -195,7 +182,7 @@ def test_masks_respected(geo_farm: FarmConfig, mode: str) -> None:
 def test_seeded_and_sampled_even_when_deterministic(geo_farm: FarmConfig) -> None:
     c, t, i = geo_farm, 9, 1
     occ = np.zeros(c.n_servers, dtype=np.int64)
-    obs, mask = obs_of(c, occ, i, t), server_mask(c, occ, i)
+    obs, mask = obs_of(c, occ, i, t), valid_server_mask(c, occ, i)
     a = draw(PDRPASPolicy(c, seed=4), obs, mask, 200)
     b = draw(PDRPASPolicy(c, seed=4), obs, mask, 200)
     np.testing.assert_array_equal(a, b)
@@ -209,7 +196,7 @@ def test_interval_is_read_from_the_observation(geo_farm: FarmConfig) -> None:
     c = geo_farm
     pol = pdr(c, seed=1)
     occ = np.zeros(c.n_servers, dtype=np.int64)
-    mask = server_mask(c, occ, 1)
+    mask = valid_server_mask(c, occ, 1)
     cl = cluster_of_server(c)
     for t in (0, 9):
         acts = draw(pol, obs_of(c, occ, 1, t), mask, 400)
@@ -244,7 +231,7 @@ def test_price_aware_pas_follows_the_interval(geo_farm: FarmConfig) -> None:
     for _ in range(200):
         occ = rng.integers(0, c.buffers[c.server_group] + 1)
         i, t = int(rng.integers(c.n_job_types)), int(rng.integers(c.n_intervals))
-        mask = server_mask(c, occ, i)
+        mask = valid_server_mask(c, occ, i)
         if not mask.any():
             continue
         obs = obs_of(c, occ, i, t)
