@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs.validation import (
+    MAX_EPOCHS_PER_DURATION,
     MAX_JOB_SLOTS,
     MAX_LEVELS,
     MAX_OVERLOAD,
@@ -330,6 +331,14 @@ class FarmConfig:
         return float(self.arrival_rates.mean(axis=0).sum())
 
     @property
+    def epochs_per_duration(self) -> float:
+        """Decision epochs per mean job duration at the slowest group: total arrival rate / the
+        smallest of the groups' peak service rates. Epochs are arrivals, so a large farm covers
+        little model time per epoch; warm-ups and windows are sized in these units."""
+        slowest = float(min(max(g.service_rate) for g in self.groups))
+        return self.total_arrival_rate / slowest if slowest > 0 else 1.0
+
+    @property
     def load(self) -> float:
         """Normalised offered load rho = sum_j lambda_j / sum_k R_k mu_k (peak rates)."""
         cap = sum(g.count * max(g.service_rate) for g in self.groups)
@@ -493,8 +502,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
             f"got lengths {sorted(lens)}"
         )
     interval = number(d.get("interval_length", 1.0), "interval_length", positive=True, bounded=True)
-    _check_simulable(groups, jobs, interval)
-    return FarmConfig(
+    config = FarmConfig(
         name=name,
         groups=tuple(groups),
         job_types=tuple(jobs),
@@ -502,13 +510,14 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         interval_length=interval,
         description=str(d.get("description", "")),
     )
+    _check_simulable(config)
+    return config
 
 
-def _check_simulable(
-    groups: list[GroupConfig], jobs: list[JobTypeConfig], interval_length: float
-) -> None:
-    """Farm-wide limits that keep the event loop finite and the arrays in memory (the reasons
-    are in the ``envs.validation`` docstring)."""
+def _check_simulable(config: FarmConfig) -> None:
+    """Farm-wide limits that keep the event loop finite, the arrays in memory and the steady
+    state within reach (the reasons are in the ``envs.validation`` docstring)."""
+    groups, jobs, interval_length = config.groups, config.job_types, config.interval_length
     n_servers = sum(g.count for g in groups)
     if n_servers > MAX_SERVERS:
         raise ConfigError(
@@ -538,6 +547,17 @@ def _check_simulable(
                 "decision would cost that many blocked arrivals (blocking above 99.9%). Lower "
                 "the rate or give the type more servers"
             )
+    per_duration = config.epochs_per_duration
+    if per_duration > MAX_EPOCHS_PER_DURATION:
+        slow = min(range(len(groups)), key=lambda k: max(groups[k].service_rate))
+        g = groups[slow]
+        raise ConfigError(
+            f"groups[{slow}] ({g.name}).service_rate: {max(g.service_rate):g} against a total "
+            f"arrival rate of {config.total_arrival_rate:g}: one mean job there spans "
+            f"{per_duration:.3g} decision epochs; at most {MAX_EPOCHS_PER_DURATION:.0e} let a simulation reach steady "
+            "state (runs and windows are sized in mean job durations of the slowest group). "
+            "Make that group faster, or leave it out"
+        )
     n_int = max([len(j.arrival_rate) for j in jobs] + [len(g.price) for g in groups])
     if n_int > 1:
         mean_total = sum(float(np.mean(j.arrival_rate)) for j in jobs)

@@ -15,7 +15,8 @@ Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_fro
   coefficients inside HiGHS's default ``small_matrix_value`` (1e-9: smaller entries are treated
   as zero) and ``large_matrix_value`` (1e15: larger entries are treated as infinite). Outside
   it, ``service_rate: 1e300`` failed inside HiGHS and ``arrival_rate: 1e300`` never advanced the
-  clock. A farm with service rates 1e-6 and 1e6 side by side simulates and solves (checked).
+  clock. A farm with service rates 1e-6 and 1e6 side by side simulates and solves, but see
+  :data:`MAX_EPOCHS_PER_DURATION`.
 * :data:`MAX_BUFFER`, :data:`MAX_LEVELS`: the per-level tables (K x (B+1)), the group-mode
   observation and action (sum_k B_k + K and sum_k B_k entries), Whittle's per-level recursions
   and above all the relaxation-bound LP (``sum_k (2 B_k + 1)`` variables, built row by row in
@@ -33,6 +34,15 @@ Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_fro
   total peak service rate is c_j, a decision costs about lambda_j / c_j events, so the loop ran
   forever at ``arrival_rate: 1e300``. A type may offer at most 1000x the capacity of its groups
   (blocking above 99.9%, no longer a dispatching problem), which bounds that cost.
+* :data:`MAX_EPOCHS_PER_DURATION`: decision epochs are arrivals, and every window (warm-up,
+  evaluation, the discount of a learner) is sized in mean job durations of the *slowest* group,
+  ``FarmConfig.epochs_per_duration`` = total arrival rate / that group's peak service rate. With
+  service rates 1e-6 and 1e6 side by side that is ~1e12 epochs per duration: every value lies in
+  range and each piece runs, but no feasible run leaves the empty-farm transient, so simulated
+  efficiencies (and their tight confidence intervals, which do not cover transient bias) are
+  misleading. 1e7 epochs per duration (a 50-duration warm-up of 5e8 events, under a minute
+  compiled) is the limit; ``large-10k`` has ~1.2e4, a homogeneous farm of 10^6 servers at load 1
+  has 1e6.
 * :data:`MIN_ARRIVALS_PER_INTERVAL`: in a time-varying scenario the loop stops at every interval
   boundary; with intervals much shorter than the time between arrivals it spends
   ``1 / (interval_length x total arrival rate)`` iterations per arrival, and the boundary index
@@ -50,6 +60,7 @@ import numpy as np
 
 __all__ = [
     "MAX_BUFFER",
+    "MAX_EPOCHS_PER_DURATION",
     "MAX_JOB_SLOTS",
     "MAX_LEVELS",
     "MAX_OVERLOAD",
@@ -78,6 +89,7 @@ MAX_LEVELS = 10_000
 MAX_SERVERS = 1_000_000
 MAX_JOB_SLOTS = 100_000_000
 MAX_OVERLOAD = 1000.0
+MAX_EPOCHS_PER_DURATION = 1e7
 MIN_ARRIVALS_PER_INTERVAL = 1e-3
 
 

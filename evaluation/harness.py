@@ -237,10 +237,9 @@ def plan_evaluation(
 
 
 def epochs_per_duration(config: FarmConfig) -> float:
-    """Decision epochs per mean job duration at the slowest group (epochs are arrivals, so a
-    large farm covers little model time per epoch); warm-ups are sized in these units."""
-    slowest = float(min(max(g.service_rate) for g in config.groups))
-    return config.total_arrival_rate / slowest if slowest > 0 else 1.0
+    """Decision epochs per mean job duration at the slowest group (``FarmConfig.epochs_per_duration``,
+    the unit warm-ups and windows are sized in)."""
+    return config.epochs_per_duration
 
 
 def window_warnings(config: FarmConfig, horizon: int, warmup: int) -> list[str]:

@@ -41,7 +41,6 @@ __all__ = [
     "ROOT",
     "base_parser",
     "durations_to_epochs",
-    "epochs_per_duration",
     "metadata",
     "parallel_map",
     "print_progress",
@@ -100,17 +99,10 @@ def print_progress(done: int, total: int, msg: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # measurement windows in model time
 # ---------------------------------------------------------------------------------------------
-def epochs_per_duration(config: FarmConfig) -> float:
-    """Decision epochs per mean job duration at the slowest group, the unit of
-    :func:`evaluation.harness.window_warnings` (total arrival rate / slowest service rate)."""
-    slowest = float(min(max(g.service_rate) for g in config.groups))
-    return config.total_arrival_rate / slowest
-
-
 def durations_to_epochs(config: FarmConfig, durations: float, minimum: int = 0) -> int:
     """``durations`` mean job durations of the slowest group, in decision epochs (at least
     ``minimum``): a farm scaled by f covers f times less model time per epoch."""
-    return max(int(minimum), math.ceil(durations * epochs_per_duration(config)))
+    return max(int(minimum), math.ceil(durations * config.epochs_per_duration))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from envs.scenarios import load_preset
 from envs.server_farm import ServerFarmEnv
 from envs.validation import (
     MAX_BUFFER,
+    MAX_EPOCHS_PER_DURATION,
     MAX_LEVELS,
     MAX_OVERLOAD,
     MAX_SERVERS,
@@ -146,6 +147,16 @@ REFUSED: list[tuple[str, Callable[[dict], None], str]] = [
         ),
         r"^interval_length: 1e-06 time units hold .* arrivals on average; at least 0\.001",
     ),
+    (
+        "time scales too far apart",
+        lambda d: (
+            at(*G0, "service_rate", value=1e-6)(d),
+            at("groups", 1, "service_rate", value=1e6)(d),
+            at(*J0, "arrival_rate", value=1e3)(d),
+        ),
+        r"^groups\[0\] \(slow\)\.service_rate: 1e-06 against a total arrival rate of 1001: "
+        r"one mean job there spans 1e\+09 decision epochs; at most 1e\+07",
+    ),
     ("erlang k 10^9", at("job_size", value={"distribution": "erlang", "k": 10**9}), r"job_size\.k"),
     (
         "lognormal scv 1e300",
@@ -175,6 +186,11 @@ def test_values_at_the_limits_are_accepted() -> None:
     d["job_types"][0]["arrival_rate"] = [d["job_types"][0]["arrival_rate"]] * 2
     d["interval_length"] = MIN_ARRIVALS_PER_INTERVAL / rate
     assert farm_from_dict(d).is_time_varying
+    d = tiny()  # epochs per mean duration of the slowest group exactly at the limit
+    d["groups"][0]["service_rate"] = VALUE_MIN
+    total = d["job_types"][0]["arrival_rate"] + d["job_types"][1]["arrival_rate"]
+    d["job_types"][0]["arrival_rate"] += MAX_EPOCHS_PER_DURATION * VALUE_MIN - total
+    assert farm_from_dict(d).epochs_per_duration == pytest.approx(MAX_EPOCHS_PER_DURATION)
 
 
 WEIRD = [None, [], {}, [[1]], {"a": [1]}, "x", True, -1, 0, math.nan, math.inf, 1e300, 1.5]

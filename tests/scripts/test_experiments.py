@@ -205,7 +205,7 @@ def test_gap_summary() -> None:
 
 def test_window_in_model_time() -> None:
     c = load_preset("tiny")  # arrival rate 2.5, slowest group mu = 1
-    assert common.epochs_per_duration(c) == 2.5
+    assert c.epochs_per_duration == 2.5
     assert common.durations_to_epochs(c, 100) == 250
     assert common.durations_to_epochs(c, 100, minimum=1000) == 1000
     assert common.durations_to_epochs(c.scaled(10), 100) == 2500
