@@ -1,0 +1,449 @@
+"""The generalist: one token policy (``agents.token_policy``) for every farm, and how it is trained.
+
+:class:`GeneralistPolicy` is a policy like every other (``predict(obs, action_masks=...)``) for
+any farm the token encoding can describe, in either action mode: it turns the env's observation
+into group tokens (``envs.tokens``), takes the masked argmax of the network's token logits and
+maps the chosen (group, level) back to the env's action (in server mode: the smallest-index
+server of that group at that level that the mask allows, the group mode's convention).
+
+:class:`GeneralistTrainer` is PPO with domain randomisation: each rollout runs ``farms`` farms
+drawn by ``envs.farm_sampler.sample_farm`` (seeds below the held-out range), each as a native
+vector env of ``envs_per_farm`` replications in group mode, all stepped in lockstep and read by
+one forward pass; every ``rotate_every`` rollouts the farms are replaced by new draws. Because
+the farms differ, so do the settings derived from them: each farm's discount comes from its own
+decision epochs per mean job duration (a horizon of ``horizon_durations`` durations, as
+``agents.lean_ppo.auto_gamma``) and advantages are normalised per farm, so that a 10,000-server
+farm (tiny effect per decision) weighs as much as a 5-server one. Before PPO the network is
+fitted to PAS's decisions on ``clone_farms`` farms (label-smoothed behaviour cloning), so it
+starts at PAS's efficiency everywhere instead of at random's.
+
+Files: :meth:`GeneralistPolicy.save` writes ``NAME.pt`` (a plain ``state_dict``, loaded with
+``torch.load(weights_only=True)``: no code runs on load) and ``NAME.json`` (network sizes,
+padding limits, how it was trained).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from agents.lean_ppo import auto_gamma, gae, masked_logits, ppo_losses
+from agents.token_policy import TokenNetConfig, TokenPolicyNet
+from baselines.base import Policy
+from baselines.registry import make_policy
+from envs.config import FarmConfig
+from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from envs.observation import hist_offsets
+from envs.tokens import TokenEncoding
+from envs.vector import ServerFarmVectorEnv
+
+__all__ = ["SHIPPED_MODEL", "GeneralistConfig", "GeneralistPolicy", "GeneralistTrainer"]
+
+#: the model shipped with the package (``make_policy("generalist", config)`` loads it)
+SHIPPED_MODEL = Path(__file__).with_name("models") / "generalist.pt"
+
+
+def _tensors(tokens: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return tuple(torch.as_tensor(tokens[k]) for k in ("groups", "group_mask", "job"))  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# the policy
+# ---------------------------------------------------------------------------------------------
+class GeneralistPolicy(Policy):
+    """The shipped (or any saved) generalist network as a policy for ``config``.
+
+    Args:
+        config, action_mode, seed: as every policy (``seed`` is unused: it is deterministic).
+        model: a ``.pt`` file written by :meth:`save` (default: the shipped model).
+        net: an in-memory network instead of a file (with ``max_groups`` / ``max_levels``).
+    """
+
+    name = "generalist"
+
+    def __init__(
+        self,
+        config: FarmConfig,
+        action_mode: str = "server",
+        seed: int | None = None,
+        model: str | Path | None = None,
+        net: TokenPolicyNet | None = None,
+        max_groups: int | None = None,
+        max_levels: int | None = None,
+    ) -> None:
+        super().__init__(config, action_mode, seed)
+        if net is None:
+            net, meta = self.load_net(model or SHIPPED_MODEL)
+            max_groups, max_levels = meta["max_groups"], meta["max_levels"]
+        if max_groups is None or max_levels is None:
+            raise ValueError("max_groups, max_levels: give both with an in-memory net")
+        self.net = net.eval()
+        self.encoding = TokenEncoding(config, max_groups, max_levels)
+        self._hoff = hist_offsets(config)
+
+    # ---- files ----------------------------------------------------------------------------------
+    @staticmethod
+    def save(net: TokenPolicyNet, path: str | Path, max_groups: int, **meta: Any) -> Path:
+        """Write ``path`` (``.pt``: the weights) and its ``.json`` sidecar."""
+        p = Path(path).with_suffix(".pt")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        torch.save(net.state_dict(), tmp)
+        tmp.replace(p)
+        side = {"net": asdict(net.cfg), "max_groups": max_groups,
+                "max_levels": net.cfg.max_levels, **meta}  # fmt: skip
+        p.with_suffix(".json").write_text(json.dumps(side, indent=1, default=str))
+        return p
+
+    @staticmethod
+    def load_net(path: str | Path) -> tuple[TokenPolicyNet, dict[str, Any]]:
+        """(network, sidecar) of a file written by :meth:`save` (weights only, no pickle)."""
+        p = Path(path).with_suffix(".pt")
+        side = p.with_suffix(".json")
+        if not p.is_file() or not side.is_file():
+            raise ValueError(
+                f"model: {p} and its sidecar {side.name} are needed (written by "
+                "GeneralistPolicy.save / python train.py --generalist)"
+            )
+        meta = json.loads(side.read_text())
+        net = TokenPolicyNet(TokenNetConfig(**meta["net"]))
+        try:
+            state = torch.load(p, map_location="cpu", weights_only=True)
+            net.load_state_dict(state)
+        except Exception as e:  # truncated file, other network: say which file
+            raise ValueError(f"model: cannot load the weights of {p}: {e}") from e
+        return net, meta
+
+    # ---- acting ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def token_actions(self, tokens: dict[str, np.ndarray], token_masks: np.ndarray) -> np.ndarray:
+        """Masked argmax of the network's logits over a batch of tokens."""
+        logits, _ = self.net(*_tensors(tokens))
+        m = torch.as_tensor(token_masks, dtype=torch.bool)
+        return masked_logits(logits, m).argmax(-1).numpy()
+
+    def _act_batch(
+        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
+    ) -> np.ndarray:
+        if self.action_mode == "group":
+            tok = self.encoding.to_group_actions(
+                self.token_actions(self.encoding.encode(obs), self.encoding.masks(masks))
+            )
+            return np.asarray(tok, dtype=np.int64).reshape(-1)
+        return self._act_servers(obs, masks)
+
+    def _act_servers(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Server mode: the group-mode view of the same state, then the chosen (group, level)
+        as the smallest-index allowed server of that group at that level."""
+        c, L = self.config, self.encoding.max_levels
+        N, S = len(obs), c.n_servers
+        sg = c.server_group
+        occ = np.rint(obs[:, :S].astype(np.float64) * c.buffers[sg]).astype(np.int64)
+        K, B1 = c.n_groups, c.max_buffer + 1
+        rows = np.repeat(np.arange(N), S)
+        counts = np.zeros((N, K, B1))
+        np.add.at(counts, (rows, np.tile(sg, N), occ.ravel()), 1.0)
+        allowed = np.zeros((N, K, B1), dtype=bool)
+        m = masks.ravel()
+        allowed[rows[m], np.tile(sg, N)[m], occ.ravel()[m]] = True
+        group_obs = np.zeros((N, int(self._hoff[-1]) + obs.shape[1] - S), dtype=np.float32)
+        tmask = np.zeros((N, self.encoding.max_groups * L), dtype=bool)
+        for k, g in enumerate(c.groups):
+            group_obs[:, self._hoff[k] : self._hoff[k + 1]] = counts[:, k, : g.buffer + 1] / g.count
+            tmask[:, k * L : k * L + g.buffer] = allowed[:, k, : g.buffer]
+        group_obs[:, self._hoff[-1] :] = obs[:, S:]  # the same interval and job one-hots
+        tok = self.token_actions(self.encoding.encode(group_obs), tmask)
+        out = np.empty(N, dtype=np.int64)
+        off = c.group_offsets
+        for i, t in enumerate(tok):
+            k, b = divmod(int(t), L)
+            lo = off[k]
+            hit = np.flatnonzero((occ[i, lo : off[k + 1]] == b) & masks[i, lo : off[k + 1]])
+            out[i] = lo + hit[0]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class GeneralistConfig:
+    """Settings of :class:`GeneralistTrainer`."""
+
+    max_groups: int = 8
+    max_levels: int = 8
+    farms: int = 8
+    envs_per_farm: int = 8
+    n_steps: int = 128
+    rotate_every: int = 2
+    n_epochs: int = 4
+    batch_size: int = 2048
+    learning_rate: float = 3e-4
+    clip_range: float = 0.2
+    ent_coef: float = 0.003
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    gae_lambda: float = 0.95
+    horizon_durations: float = 4.0
+    clone_farms: int = 32
+    clone_steps: int = 128  # PAS decisions per env of each cloning farm
+    clone_epochs: int = 8
+    clone_smoothing: float = 0.05
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    seed: int = 0
+    torch_threads: int = 1
+    distribution: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> GeneralistConfig:
+        for name in ("farms", "envs_per_farm", "n_steps", "rotate_every", "n_epochs",
+                     "batch_size", "torch_threads"):  # fmt: skip
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.clone_smoothing < 1.0:
+            raise ValueError(f"clone_smoothing: must be in [0, 1), got {self.clone_smoothing}")
+        dist = self.farm_distribution()
+        if dist.n_groups[1] > self.max_groups or dist.buffer[1] > self.max_levels:
+            raise ValueError(
+                f"distribution: draws up to {dist.n_groups[1]} groups and buffers of "
+                f"{dist.buffer[1]}, beyond max_groups={self.max_groups} / max_levels="
+                f"{self.max_levels}; raise the limits or narrow the distribution"
+            )
+        return self
+
+    def farm_distribution(self) -> FarmDistribution:
+        return FarmDistribution.from_dict(self.distribution)
+
+
+@dataclass
+class _Farm:
+    config: FarmConfig
+    venv: ServerFarmVectorEnv
+    encoding: TokenEncoding
+    gamma: float
+    obs: np.ndarray
+
+
+class GeneralistTrainer:
+    """PPO over farms drawn from ``cfg.distribution`` (see the module docstring)."""
+
+    def __init__(self, cfg: GeneralistConfig | None = None, **overrides: Any) -> None:
+        self.cfg = cfg = (cfg or GeneralistConfig(**overrides)).check()
+        torch.set_num_threads(int(cfg.torch_threads))
+        torch.manual_seed(cfg.seed)
+        self.distribution = cfg.farm_distribution()
+        probe = TokenEncoding(sample_farm(0, self.distribution), cfg.max_groups, cfg.max_levels)
+        space = probe.observation_space
+        self.net = TokenPolicyNet(
+            TokenNetConfig(space["groups"].shape[1], space["job"].shape[0], cfg.max_levels,
+                           cfg.d_model, cfg.n_heads, cfg.n_layers)
+        )  # fmt: skip
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self._gen = torch.Generator().manual_seed(cfg.seed)
+        # training farms: seeds from a stream of their own, never in the held-out range
+        self._seeds = np.random.default_rng(cfg.seed).integers(0, HELD_OUT_SEEDS.start, 2**20)
+        self._next_seed = 0
+        self.num_timesteps = 0
+        self.history: list[dict[str, float]] = []
+        self.farms: list[_Farm] = []
+
+    # ---- farms ----------------------------------------------------------------------------------
+    def _draw_farm(self, n_envs: int) -> _Farm:
+        seed = int(self._seeds[self._next_seed % len(self._seeds)])
+        self._next_seed += 1
+        config = sample_farm(seed, self.distribution)
+        per = config.epochs_per_duration
+        venv = ServerFarmVectorEnv(
+            n_envs, config, action_mode="group", warmup_epochs=max(1_000, math.ceil(50 * per)),
+            max_episode_steps=None,
+        )  # fmt: skip
+        obs, _ = venv.reset(seed=seed % 2**31)
+        enc = TokenEncoding(config, self.cfg.max_groups, self.cfg.max_levels)
+        return _Farm(config, venv, enc, auto_gamma(config, self.cfg.horizon_durations), obs)
+
+    def _observe(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        toks = [f.encoding.encode(f.obs) for f in self.farms]
+        masks = [f.encoding.masks(f.venv.action_masks()) for f in self.farms]
+        return {k: np.concatenate([t[k] for t in toks]) for k in toks[0]}, np.concatenate(masks)
+
+    def _step(self, token_actions: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        n = self.cfg.envs_per_farm
+        rewards, work, energy = [], [], []
+        for i, f in enumerate(self.farms):
+            a = f.encoding.to_group_actions(token_actions[i * n : (i + 1) * n])
+            f.obs, r, _, _, info = f.venv.step(np.asarray(a, dtype=np.int64))
+            rewards.append(r)
+            work.append(info["work"])
+            energy.append(info["energy"])
+        return np.concatenate(rewards), {"work": np.stack(work), "energy": np.stack(energy)}
+
+    # ---- PAS initialisation ---------------------------------------------------------------------
+    def clone_pas(self) -> dict[str, float]:
+        """Fit the network to PAS's group-mode decisions on ``clone_farms`` new farms
+        (cross-entropy with label smoothing, so the start keeps some entropy for PPO)."""
+        cfg = self.cfg
+        X: dict[str, list[np.ndarray]] = {"groups": [], "group_mask": [], "job": []}
+        M, Y = [], []
+        for _ in range(cfg.clone_farms):
+            f = self._draw_farm(cfg.envs_per_farm)
+            pas = make_policy("pas", f.config, "group")
+            for _ in range(cfg.clone_steps):
+                m = f.venv.action_masks()
+                a, _ = pas.predict(f.obs, action_masks=m)
+                for k, v in f.encoding.encode(f.obs).items():
+                    X[k].append(v)
+                M.append(f.encoding.masks(m))
+                Y.append(f.encoding.from_group_actions(np.asarray(a, dtype=np.int64)))
+                f.obs = f.venv.step(np.asarray(a, dtype=np.int64))[0]
+            f.venv.close()
+        data = {k: torch.as_tensor(np.concatenate(v)) for k, v in X.items()}
+        masks = torch.as_tensor(np.concatenate(M))
+        target = torch.as_tensor(np.concatenate(Y))
+        n = len(target)
+        for _ in range(cfg.clone_epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            for lo in range(0, n, cfg.batch_size):
+                idx = perm[lo : lo + cfg.batch_size]
+                logits, _ = self.net(data["groups"][idx], data["group_mask"][idx], data["job"][idx])
+                lg = masked_logits(logits, masks[idx])
+                # smoothing spread over the valid actions only (masked ones stay impossible)
+                valid = masks[idx].float()
+                soft = cfg.clone_smoothing * valid / valid.sum(-1, keepdim=True)
+                soft = soft + (1 - cfg.clone_smoothing) * F.one_hot(target[idx], lg.shape[-1])
+                loss = -(soft * torch.log_softmax(lg, -1)).sum(-1).mean()
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+        with torch.no_grad():
+            logits, _ = self.net(data["groups"], data["group_mask"], data["job"])
+            acc = float((masked_logits(logits, masks).argmax(-1) == target).float().mean())
+        return {"accuracy": acc, "samples": n}
+
+    # ---- PPO ------------------------------------------------------------------------------------
+    def _rollout(self) -> dict[str, Any]:
+        cfg = self.cfg
+        T = cfg.n_steps
+        buf: dict[str, list[Any]] = {k: [] for k in
+                                     ("groups", "group_mask", "job", "masks", "actions", "logp",
+                                      "values", "rewards")}  # fmt: skip
+        work = energy = 0.0
+        for _ in range(T):
+            tok, masks = self._observe()
+            t = _tensors(tok)
+            m = torch.as_tensor(masks)
+            with torch.no_grad():
+                logits, v = self.net(*t)
+                lp = torch.log_softmax(masked_logits(logits, m), -1)
+                g = -torch.log(-torch.log(torch.rand(lp.shape, generator=self._gen)))
+                a = (lp + g).argmax(-1)  # Gumbel-max: an exact categorical draw
+            r, info = self._step(a.numpy())
+            for k, x in zip(("groups", "group_mask", "job"), t, strict=True):
+                buf[k].append(x)
+            buf["masks"].append(m)
+            buf["actions"].append(a)
+            buf["logp"].append(lp.gather(1, a[:, None]).squeeze(1))
+            buf["values"].append(v)
+            buf["rewards"].append(torch.as_tensor(r, dtype=torch.float32))
+            work += float(info["work"].sum())
+            energy += float(info["energy"].sum())
+        with torch.no_grad():
+            _, last = self.net(*_tensors(self._observe()[0]))
+        out = {k: torch.stack(v) for k, v in buf.items()}
+        out["last_value"] = last
+        self.num_timesteps += T * len(self.farms) * cfg.envs_per_farm
+        out["efficiency"] = work / energy if energy > 0 else float("nan")
+        return out
+
+    def _update(self, buf: dict[str, Any], progress_remaining: float) -> dict[str, float]:
+        cfg = self.cfg
+        lr = cfg.learning_rate * progress_remaining
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        n_env = cfg.envs_per_farm
+        gamma = torch.tensor(np.repeat([f.gamma for f in self.farms], n_env), dtype=torch.float32)
+        adv, ret = gae(buf["rewards"], buf["values"], buf["last_value"], gamma, cfg.gae_lambda)  # type: ignore[arg-type]
+        # per-farm normalisation: every farm weighs the same whatever its per-decision scale
+        T, N = adv.shape
+        a = adv.reshape(T, len(self.farms), n_env)
+        a = (a - a.mean(dim=(0, 2), keepdim=True)) / (a.std(dim=(0, 2), keepdim=True) + 1e-8)
+        flat = {
+            "groups": buf["groups"].reshape(T * N, *buf["groups"].shape[2:]),
+            "group_mask": buf["group_mask"].reshape(T * N, -1),
+            "job": buf["job"].reshape(T * N, -1),
+            "masks": buf["masks"].reshape(T * N, -1),
+            "actions": buf["actions"].reshape(-1),
+            "logp": buf["logp"].reshape(-1),
+            "adv": a.reshape(-1),
+            "ret": ret.reshape(-1),
+        }
+        n = T * N
+        stats: dict[str, list[float]] = {}
+        for _ in range(cfg.n_epochs):
+            perm = torch.randperm(n, generator=self._gen)
+            for lo in range(0, n - cfg.batch_size + 1, cfg.batch_size):
+                idx = perm[lo : lo + cfg.batch_size]
+                logits, v = self.net(flat["groups"][idx], flat["group_mask"][idx], flat["job"][idx])
+                terms = ppo_losses(
+                    logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx],
+                    flat["adv"][idx], flat["ret"][idx], cfg.clip_range,
+                )  # fmt: skip
+                loss = (
+                    terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
+                )
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                for k, val in terms.items():
+                    stats.setdefault(k, []).append(float(val.detach()))
+        return {k: float(np.mean(v)) for k, v in stats.items()} | {"lr": lr}
+
+    def learn(
+        self, total_timesteps: int, callback: Callable[[GeneralistTrainer], Any] | None = None
+    ) -> GeneralistTrainer:
+        """PPO for ``total_timesteps`` env steps (whole rollouts); ``callback(self)`` after each
+        update (evaluations, checkpoints)."""
+        cfg = self.cfg
+        per = cfg.n_steps * cfg.farms * cfg.envs_per_farm
+        n_rollouts = max(1, math.ceil(total_timesteps / per))
+        self.net.train()
+        for i in range(n_rollouts):
+            if i % cfg.rotate_every == 0 or not self.farms:
+                for f in self.farms:
+                    f.venv.close()
+                self.farms = [self._draw_farm(cfg.envs_per_farm) for _ in range(cfg.farms)]
+            t0 = time.process_time()
+            buf = self._rollout()
+            t1 = time.process_time()
+            upd = self._update(buf, 1.0 - i / n_rollouts)
+            self.history.append(
+                {"timesteps": self.num_timesteps, "efficiency": buf["efficiency"],
+                 "rollout_cpu_s": t1 - t0, "update_cpu_s": time.process_time() - t1, **upd}
+            )  # fmt: skip
+            if callback is not None:
+                callback(self)
+        self.net.eval()
+        return self
+
+    def policy(self, config: FarmConfig, action_mode: str = "group") -> GeneralistPolicy:
+        """The current network as a policy for ``config``."""
+        return GeneralistPolicy(
+            config, action_mode, net=self.net, max_groups=self.cfg.max_groups,
+            max_levels=self.cfg.max_levels,
+        )  # fmt: skip
+
+    def save(self, path: str | Path, **meta: Any) -> Path:
+        return GeneralistPolicy.save(
+            self.net, path, self.cfg.max_groups, timesteps=self.num_timesteps,
+            trainer_config=asdict(self.cfg), **meta,
+        )  # fmt: skip
