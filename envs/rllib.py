@@ -92,3 +92,17 @@ def action_masking_module_spec(hiddens: tuple[int, ...] = (64, 64)) -> Any:
         module_class=ActionMaskingTorchRLModule,
         model_config={"head_fcnet_hiddens": list(hiddens), "head_fcnet_activation": "relu"},
     )
+
+
+class RLlibRandomFarmEnv(ActionMaskObservation):
+    """Domain randomisation for RLlib: :class:`~envs.random_farm_env.RandomFarmTokenEnv` (a new
+    farm every episode, token observations) with the action-mask observation;
+    ``env_config`` holds its arguments (``distribution``, ``max_groups``, ``max_levels``,
+    ``episode_steps``, ``held_out`` and ``ServerFarmEnv`` arguments). Its ``"observations"`` entry
+    is the token dict: use ``agents.rllib_tokens.token_module_spec()`` (RLlib's default encoders
+    need flat boxes)."""
+
+    def __init__(self, env_config: dict[str, Any] | None = None):
+        from envs.random_farm_env import RandomFarmTokenEnv
+
+        super().__init__(RandomFarmTokenEnv(**dict(env_config or {})))
