@@ -1,0 +1,47 @@
+"""experiments/generalist_eval.py on a small PAS-cloned generalist: exact rows that are
+consistent with the optimum, a paired preset row, the outputs written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from agents.generalist import GeneralistConfig, GeneralistTrainer
+from experiments import generalist_eval
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    tr = GeneralistTrainer(GeneralistConfig(
+        farms=2, envs_per_farm=4, clone_farms=6, clone_steps=64, clone_epochs=6,
+        distribution={"n_servers": [2, 12], "buffer": [1, 3], "n_groups": [2, 4]},
+    ))  # fmt: skip
+    tr.clone_pas()
+    return tr.save(tmp_path_factory.mktemp("gen") / "g")
+
+
+def test_quick_run_is_exact_and_consistent(model: Path, tmp_path: Path) -> None:
+    report = generalist_eval.main(["--quick", "--out", str(tmp_path), "--model", str(model)])
+    rows = [r for r in report["rows"] if r["kind"] == "random" and "skipped" not in r]
+    assert rows
+    for r in rows:  # nothing beats the exact optimum; the gaps are what the values say
+        assert r["optimum"] >= max(r["pas"], r["generalist"]) - 1e-9
+        assert r["generalist_gap_pct"] == pytest.approx(
+            100 * (r["optimum"] - r["generalist"]) / r["optimum"]
+        )
+    (preset,) = [r for r in report["rows"] if r["kind"] == "preset"]
+    assert preset["farm"] == "tiny" and preset["method"] == "exact"
+    saved = json.loads((tmp_path / "generalist_eval.json").read_text())
+    assert saved["summary"]["random_farms"] == len(rows)
+    assert (tmp_path / "generalist_eval.png").stat().st_size > 0
+
+
+def test_missing_model_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"nope\.pt and its sidecar"):
+        generalist_eval.main(
+            ["--quick", "--out", str(tmp_path), "--model", str(tmp_path / "nope.pt")]
+        )
