@@ -104,6 +104,8 @@ class SearchSettings:
             )
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
             raise ValueError(f"seed: expected an integer, got {self.seed!r}")
+        if not isinstance(self.refine_levels, bool):
+            raise ValueError(f"refine_levels: expected True or False, got {self.refine_levels!r}")
 
 
 @dataclass(frozen=True)
