@@ -28,11 +28,13 @@ already measured are recognised from their per-type rankings and cost nothing):
 
 Per-type tables. The compiled simulator's dispatcher (``envs.kernels.pick_priority_kb``) reads one
 table ``[K, Bmax+1]`` shared by all job types: type j ranks its own groups K_j by that table. A
-per-type table ``[J, K, Bmax+1]`` would need a kernel change, so the *search* is over shared
-tables (where two types need opposite rankings of two groups they both use, a shared table cannot
-express it). :class:`BestPriorityPolicy` does accept per-type tables (``type_tables=``) and
-dispatches with them in ``predict``; such a policy has no built-in equivalent (``builtin = None``,
-rolled out through the env) unless all its types' tables are equal.
+per-type table ``[J, K, Bmax+1]`` would need a kernel change, so the simulated *search* is over
+shared tables (where two types need opposite rankings of two groups they both use, a shared table
+cannot express it). With the exact measure a fourth, opt-in stage (``per_type=True``) continues
+the level passes on one table per type, each evaluated exactly as a per-server rule on the CTMC.
+:class:`BestPriorityPolicy` dispatches per-type tables (found, or given as ``type_tables=``) in
+``predict``; such a policy has no built-in equivalent (``builtin = None``, rolled out through the
+env) unless all its types' tables are equal.
 
 Results are cached per process (an LRU cache keyed on the farm and every search setting: the
 search is deterministic given them), so ``make_policy("best-priority", config)`` is fast on
@@ -50,7 +52,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.ctmc import evaluate_policy, n_full_states
+from baselines.ctmc import evaluate_policy, full_states, n_full_states
 from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy, check_table
 from baselines.whittle import initial_eta, whittle_table
@@ -81,6 +83,7 @@ class SearchSettings:
         exhaustive_max_groups: enumerate every group order up to this many groups.
         seed: the common random-number seed of every simulated evaluation.
         refine_levels: run the level-refinement stage.
+        per_type: then refine one table per job type (exact measure only: ValueError otherwise).
     """
 
     budget: int = 400
@@ -90,6 +93,7 @@ class SearchSettings:
     exhaustive_max_groups: int = 5
     seed: int = 0
     refine_levels: bool = True
+    per_type: bool = False
 
     def __post_init__(self) -> None:
         for name in ("budget", "n_epochs", "exact_max_states", "exhaustive_max_groups"):
@@ -104,8 +108,9 @@ class SearchSettings:
             )
         if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
             raise ValueError(f"seed: expected an integer, got {self.seed!r}")
-        if not isinstance(self.refine_levels, bool):
-            raise ValueError(f"refine_levels: expected True or False, got {self.refine_levels!r}")
+        for name in ("refine_levels", "per_type"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,10 @@ class SearchResult:
         method: ``"exact"`` or ``"simulated"``.
         n_evaluations: distinct evaluations spent.
         reference_values: the measure's value of the ``"pas"`` and ``"whittle"`` tables.
-        stages: ``{"seed": v, "group_orders": v, "levels": v}``, the best value after each stage.
+        stages: ``{"seed": v, "group_orders": v, "levels": v, "per_type": v}``, the best value
+            after each stage that ran.
+        type_tables: read-only float64[J, K, Bmax+1] when the per-type stage found per-type
+            tables better than :attr:`table` (then they are the result), else None.
         window: ``(warmup, horizon)`` epochs of a simulated evaluation (None if exact).
         settings: the :class:`SearchSettings` used.
     """
@@ -131,6 +139,7 @@ class SearchResult:
     stages: dict[str, float]
     window: tuple[int, int] | None
     settings: SearchSettings = field(repr=False)
+    type_tables: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,13 +173,14 @@ def _normalise(config: FarmConfig, table: np.ndarray) -> np.ndarray:
 
 
 def _decision_key(config: FarmConfig, table: np.ndarray) -> bytes:
-    """Equal for two tables iff every type ranks its usable (group, level) pairs alike (ties
-    included): such tables make the same decisions in every state."""
+    """Equal for two tables (shared [K, Bmax+1] or per type [J, K, Bmax+1]) iff every type ranks
+    its usable (group, level) pairs alike (ties included): they make the same decisions in every
+    state."""
     use = _usable(config)
     parts = []
     for j in range(config.n_job_types):
         m = use & config.availability[j][:, None]
-        v = table[m]
+        v = table[j][m] if table.ndim == 3 else table[m]
         parts.append(np.unique(v, return_inverse=True)[1].astype(np.int16).tobytes())
         parts.append(b"|")
     return b"".join(parts)
@@ -219,6 +229,32 @@ def table_evaluator(
     return simulated, "simulated"
 
 
+def _per_type_evaluator(
+    config: FarmConfig, settings: SearchSettings
+) -> Callable[[np.ndarray], float]:
+    """Exact efficiency of per-type tables [J, K, Bmax+1] (the CTMC of the per-server rule: the
+    available non-full server maximising type j's table, ties to the smallest index)."""
+    states, strides = full_states(config)
+    occ = states.astype(np.int64)
+    sg = config.server_group
+    vacant = occ < config.buffers[sg][None, :]
+    cand = [vacant & config.server_availability[j][None, :] for j in range(config.n_job_types)]
+
+    def evaluate(tables: np.ndarray) -> float:
+        choice = np.empty((occ.shape[0], config.n_job_types), dtype=np.int64)
+        for j, cj in enumerate(cand):
+            score = np.where(cj, tables[j][sg[None, :], occ], -np.inf)
+            choice[:, j] = np.argmax(score, axis=1)  # first maximum: smallest index
+            choice[~cj.any(axis=1), j] = -1
+
+        def rule(o: np.ndarray, j: int) -> int:
+            return int(choice[int(o @ strides), j])
+
+        return float(evaluate_policy(config, rule, max_states=settings.exact_max_states).efficiency)
+
+    return evaluate
+
+
 class _Budget(Exception):
     """Raised inside the search when the evaluation budget is spent."""
 
@@ -234,15 +270,25 @@ class _Measured:
         self.best_table: np.ndarray | None = None
         self.best = -math.inf
 
+        self.evaluate_types: Callable[[np.ndarray], float] | None = None
+        self.best_types: np.ndarray | None = None
+
     def __call__(self, table: np.ndarray) -> float:
+        """Measure a shared table [K, Bmax+1] or (per-type stage) per-type tables [J, K, Bmax+1];
+        both are keyed by their per-type rankings, so equal decisions share one entry."""
         key = _decision_key(self.config, table)
         if key not in self.cache:
             if len(self.cache) >= self.budget:
                 raise _Budget
-            self.cache[key] = self.evaluate(table)
+            run = self.evaluate if table.ndim == 2 else self.evaluate_types
+            self.cache[key] = run(table)
         v = self.cache[key]
         if v > self.best:  # strict: the first table measured at a value keeps it
-            self.best, self.best_table = v, _normalise(self.config, table)
+            self.best = v
+            if table.ndim == 2:
+                self.best_table = _normalise(self.config, table)
+            else:
+                self.best_types = np.stack([_normalise(self.config, t) for t in table])
         return v
 
 
@@ -293,6 +339,28 @@ def _refine_levels(config: FarmConfig, m: _Measured) -> None:
                     break
 
 
+def _refine_per_type(config: FarmConfig, m: _Measured) -> None:
+    """Level passes on one table per type: entry (j, k, b) for k in K_j moves within type j's
+    own ranking, the other types' tables unchanged."""
+    J = config.n_job_types
+    tables = np.stack([m.best_table] * J)
+    cur = m.best
+    use_j = [np.argwhere(_usable(config) & config.availability[j][:, None]) for j in range(J)]
+    improved = True
+    while improved:
+        improved = False
+        for j in range(J):
+            for k, b in use_j[j]:
+                for new in _moves(tables[j], use_j[j], int(k), int(b)):
+                    cand = tables.copy()
+                    cand[j, k, b] = new
+                    cand[j] = _normalise(config, cand[j])
+                    v = m(cand)
+                    if v > cur:
+                        tables, cur, improved = cand, v, True
+                        break
+
+
 def _moves(table: np.ndarray, use: np.ndarray, k: int, b: int) -> list[float]:
     """New values for entry (k, b) of a normalised table (integer priorities): out of its tie
     (just above / below the entries it ties with), then one distinct value up / down (strictly
@@ -312,6 +380,14 @@ def _moves(table: np.ndarray, use: np.ndarray, k: int, b: int) -> list[float]:
 
 def _search(config: FarmConfig, settings: SearchSettings) -> SearchResult:
     m = _Measured(config, settings)
+    if settings.per_type:
+        if m.method != "exact":
+            raise ValueError(
+                "per_type: the per-type stage needs the exact measure (exponential sizes, "
+                f"constant rates, at most exact_max_states={settings.exact_max_states} per-server "
+                "states); the simulator's dispatcher has one table for all types"
+            )
+        m.evaluate_types = _per_type_evaluator(config, settings)
     refs: dict[str, float] = {}
     stages: dict[str, float] = {}
     try:
@@ -323,10 +399,16 @@ def _search(config: FarmConfig, settings: SearchSettings) -> SearchResult:
         if settings.refine_levels:
             _refine_levels(config, m)
             stages["levels"] = m.best
+        if settings.per_type:
+            _refine_per_type(config, m)
+            stages["per_type"] = m.best
     except _Budget:
         pass
     table = m.best_table
     table.setflags(write=False)
+    types = m.best_types
+    if types is not None:
+        types.setflags(write=False)
     return SearchResult(
         table=table,
         value=float(m.best),
@@ -336,6 +418,7 @@ def _search(config: FarmConfig, settings: SearchSettings) -> SearchResult:
         stages=stages,
         window=None if m.method == "exact" else _window(config, settings),
         settings=settings,
+        type_tables=types,
     )
 
 
@@ -362,8 +445,8 @@ class BestPriorityPolicy(PriorityPolicy):
         type_tables: float64[J, K, Bmax+1], one table per job type (no search); dispatched in
             Python (``builtin = None``) unless all are equal.
         budget, n_epochs, horizon_durations, exact_max_states, exhaustive_max_groups,
-        search_seed, refine_levels: the :class:`SearchSettings` (``search_seed`` is its
-            ``seed``).
+        search_seed, refine_levels, per_type: the :class:`SearchSettings` (``search_seed`` is
+            its ``seed``).
 
     Attributes:
         search: the :class:`SearchResult` (None when a table was given).
@@ -385,11 +468,12 @@ class BestPriorityPolicy(PriorityPolicy):
         exhaustive_max_groups: int = 5,
         search_seed: int = 0,
         refine_levels: bool = True,
+        per_type: bool = False,
     ):
         self.search: SearchResult | None = None
         if table is not None and type_tables is not None:
             raise ValueError("table/type_tables: give one of them, not both")
-        per_type = None
+        found = None  # the per-type tables, given or found
         if type_tables is not None:
             tt = np.asarray(type_tables, dtype=np.float64)
             shape = (config.n_job_types, config.n_groups, config.max_buffer + 1)
@@ -398,8 +482,8 @@ class BestPriorityPolicy(PriorityPolicy):
                     f"type_tables: expected shape {shape} (job types, groups, max buffer + 1), "
                     f"got {tt.shape}"
                 )
-            per_type = np.stack([check_table(config, t) for t in tt])
-            table = per_type[0]
+            found = np.stack([check_table(config, t) for t in tt])
+            table = found[0]
         elif table is None:
             settings = SearchSettings(
                 budget=budget,
@@ -409,18 +493,21 @@ class BestPriorityPolicy(PriorityPolicy):
                 exhaustive_max_groups=exhaustive_max_groups,
                 seed=search_seed,
                 refine_levels=refine_levels,
+                per_type=per_type,
             )
             self.search = search_best_table(config, settings)
             table = self.search.table
+            if self.search.type_tables is not None:
+                found = self.search.type_tables.copy()
         super().__init__(config, action_mode, seed, table=table)
-        shared = per_type is None or all(np.array_equal(t, per_type[0]) for t in per_type)
+        shared = found is None or all(np.array_equal(t, found[0]) for t in found)
         self.per_type = not shared
         if self.per_type:
             self.builtin = None  # instance attribute: the harness reads it per policy
-            per_type.setflags(write=False)
+            found.setflags(write=False)
         self.type_tables = (
-            per_type
-            if per_type is not None
+            found
+            if found is not None
             else np.broadcast_to(self.table, (config.n_job_types, *self.table.shape))
         )
 
