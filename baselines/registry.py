@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from baselines.best_priority import BestPriorityPolicy
 from baselines.heuristics import (
     FirstFitPolicy,
     JSQPolicy,
@@ -105,6 +106,7 @@ POLICIES: _Registry = _Registry(
         "first-fit": PolicyEntry(FirstFitPolicy),
         "optimal": PolicyEntry(OptimalPolicy),
         "pdr-pas": PolicyEntry(PDRPASPolicy),
+        "best-priority": PolicyEntry(BestPriorityPolicy),
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
     }

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from baselines.bounds import relaxation_bound
+from baselines.optimum import estimate_size, solve
 from envs.scenarios import load_preset, random_farm
+from tests.helpers import REFERENCE, random_small_farm, reference_farm
 
 # exact optimal efficiencies from an independent solver (reference-farms data)
 EXACT_OPTIMUM = {
@@ -19,21 +21,68 @@ EXACT_OPTIMUM = {
 
 
 @pytest.mark.parametrize("name", sorted(EXACT_OPTIMUM))
-def test_bound_dominates_exact_optimum(name):
-    assert relaxation_bound(name).efficiency >= EXACT_OPTIMUM[name] * (1 - 1e-9)
+@pytest.mark.parametrize("tight", [True, False])
+def test_bound_dominates_exact_optimum(name, tight):
+    assert relaxation_bound(name, tight=tight).efficiency >= EXACT_OPTIMUM[name] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_tight_bound_between_optimum_and_loose_bound(name):
+    cfg = reference_farm(name)
+    opt = REFERENCE[name][2]
+    tight = relaxation_bound(cfg).efficiency
+    loose = relaxation_bound(cfg, tight=False).efficiency
+    # the tight LP is the loose one plus valid constraints: never above it, never below the
+    # optimum (relative slack 1e-9: HiGHS's optimality tolerance on values of order 1)
+    assert opt * (1 - 1e-9) <= tight <= loose * (1 + 1e-9)
+
+
+def test_tight_bound_closes_most_of_small_1_gap():
+    # small-1's loose relaxation blocks most of the overloaded type with the efficient groups
+    # nearly idle, which no admissible policy can do; the blocking cuts remove that (4.1% -> 1.1%)
+    opt = EXACT_OPTIMUM["small-1"]
+    gap = {t: 1 - opt / relaxation_bound("small-1", tight=t).efficiency for t in (False, True)}
+    assert gap[False] > 0.04
+    assert gap[True] < 0.012
+
+
+def _random_tiny_farms(n: int, max_states: int = 400) -> list:
+    out, seed = [], 0
+    while len(out) < n:
+        c = random_small_farm(seed, max_count=2, max_buffer=2)
+        seed += 1
+        if estimate_size(c)[0] <= max_states:
+            out.append(c)
+    return out
+
+
+@pytest.mark.parametrize("cfg", _random_tiny_farms(60), ids=lambda c: c.name)
+def test_tight_bound_is_valid_on_random_tiny_farms(cfg):
+    """Brute-force validity check of the added cuts: exact admissible optimum <= tight bound <=
+    loose bound on many random farms (loads 0.3-1.3, overlapping available sets, speed scaling)."""
+    opt = solve(cfg).value
+    tight = relaxation_bound(cfg).efficiency
+    loose = relaxation_bound(cfg, tight=False).efficiency
+    assert opt * (1 - 1e-9) <= tight <= loose * (1 + 1e-9), (opt, tight, loose)
+
+
+def test_tight_flag_is_checked():
+    with pytest.raises(ValueError, match="tight"):
+        relaxation_bound("tiny", tight="yes")
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_bound_dominates_exact_optimum_on_random_farms(seed):
-    optimum = pytest.importorskip("baselines.optimum")
     cfg = random_farm(seed, servers_per_group=(1, 2), buffer=(1, 2))
-    opt = optimum.solve(cfg).value
-    assert relaxation_bound(cfg).efficiency >= opt * (1 - 1e-9)
+    opt = solve(cfg).value
+    tight = relaxation_bound(cfg).efficiency
+    assert opt * (1 - 1e-9) <= tight <= relaxation_bound(cfg, tight=False).efficiency * (1 + 1e-9)
 
 
-def test_relaxed_solution_is_consistent():
+@pytest.mark.parametrize("tight", [True, False])
+def test_relaxed_solution_is_consistent(tight):
     cfg = load_preset("paper-100")
-    r = relaxation_bound(cfg)
+    r = relaxation_bound(cfg, tight=tight)
     counts = np.array([g.count for g in cfg.groups], dtype=float)
     np.testing.assert_allclose(r.occupancy.sum(axis=1), counts, rtol=1e-7)
     assert r.efficiency == pytest.approx(r.throughput / r.power, rel=1e-7)
@@ -44,13 +93,31 @@ def test_relaxed_solution_is_consistent():
     # throughput equals the accepted flow (level-crossing balance)
     assert r.throughput == pytest.approx(r.group_flows.sum(), rel=1e-7)
     # size independent of the number of servers
-    assert relaxation_bound(cfg.scaled(100)).n_variables == r.n_variables
+    assert relaxation_bound(cfg.scaled(100), tight=tight).n_variables == r.n_variables
+    assert r.meta["tight"] is tight
 
 
-def test_bound_is_invariant_under_proportional_scaling():
+def test_tight_solution_satisfies_the_blocking_cuts():
+    # small-1 is overloaded: the cuts bind there
+    cfg = load_preset("small-1")
+    r = relaxation_bound(cfg)
+    lam = cfg.arrival_rates.mean(axis=0)
+    blocked = lam - r.group_flows.sum(axis=1)
+    for j in range(cfg.n_job_types):
+        for k in np.flatnonzero(cfg.availability[j]):
+            g = cfg.groups[k]
+            assert blocked[j] <= lam[j] * r.occupancy[k, g.buffer] / g.count + 1e-7
+    assert r.blocked_share == pytest.approx(1 - r.group_flows.sum() / lam.sum())
+
+
+@pytest.mark.parametrize("tight", [True, False])
+def test_bound_is_invariant_under_proportional_scaling(tight):
+    # on tiny the arrival-rate caps do not bind (they are not scale-free: E[count at level n]
+    # grows with the farm while the cap's rate does too, so they loosen as the farm grows, e.g.
+    # on small-1); the servers-conserved and balance rows and the blocking cuts are scale-free
     cfg = load_preset("tiny")
-    assert relaxation_bound(cfg.scaled(50)).efficiency == pytest.approx(
-        relaxation_bound(cfg).efficiency, rel=1e-7
+    assert relaxation_bound(cfg.scaled(50), tight=tight).efficiency == pytest.approx(
+        relaxation_bound(cfg, tight=tight).efficiency, rel=1e-7
     )
 
 
@@ -69,4 +136,5 @@ def test_single_server_bound_is_exact():
     p /= p.sum()
     thr = 1.0 * (1 - p[0])
     power = 1.0 * p[0] + 2.0 * (1 - p[0])
-    assert relaxation_bound(c).efficiency == pytest.approx(thr / power, rel=1e-7)
+    for tight in (True, False):
+        assert relaxation_bound(c, tight=tight).efficiency == pytest.approx(thr / power, rel=1e-7)

@@ -54,8 +54,16 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
 NAMES = [n for n in POLICIES if n not in ("optimal", "pdr-pas", "ppo")]
 
 
+# best-priority searches tables against the farm: a small budget keeps these rule tests fast
+# (its search has its own tests in test_best_priority.py)
+_KW = {
+    "whittle": {"eta": 0.5},
+    "best-priority": {"budget": 6, "n_epochs": 2_000, "horizon_durations": 5.0},
+}
+
+
 def build(name: str, config: FarmConfig, mode: str = "server", seed: int | None = 0):
-    kw = {"eta": 0.5} if name == "whittle" else {}
+    kw = _KW.get(name, {})
     return make_policy(name, config, action_mode=mode, seed=seed, **kw)
 
 

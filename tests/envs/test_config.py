@@ -510,6 +510,15 @@ def test_preset_shapes() -> None:
     assert load_preset("paper-100").n_servers == 100
     assert load_preset("large-10k").n_servers == 10_000
     assert load_preset("paper-100").load == pytest.approx(0.6, abs=0.02)
+    # overlap-100: two types share the efficient group `new`, each with its own alternative
+    ov = load_preset("overlap-100")
+    assert ov.n_servers == 100 and ov.load == pytest.approx(0.5)
+    names = [g.name for g in ov.groups]
+    assert [[names[k] for k in jt.groups] for jt in ov.job_types] == [
+        ["new", "mid"],
+        ["new", "legacy"],
+    ]
+    assert ov.scaled(100).n_servers == 10_000
     assert not load_preset("speed-scaling").is_on_off
 
 

@@ -125,7 +125,9 @@ def test_blocking_constraint_quick(tmp_path: Path) -> None:
         assert p["opt_admissible"] >= p["pas"] - tol - 5 * p["pas_ci95"]
         assert p["opt_free"] >= p["never_bad"] - tol
         if p["bound"] is not None:
-            assert p["bound"] >= p["opt_free"] - 1e-7 * p["bound"]
+            # the (tight) relaxation bound holds for admissible policies only: its blocking cuts
+            # use the no-blocking rule, so it may lie below the blocking-allowed optimum
+            assert p["bound"] >= p["opt_admissible"] - 1e-7 * p["bound"]
     low = next(p for p in report["points"] if p["sweep"] == "e_bad" and p["e_bad"] == 0.1)
     high = next(p for p in report["points"] if p["sweep"] == "e_bad" and p["e_bad"] == 1.0)
     # a very inefficient group: the rule costs a lot; an efficient one: nothing
