@@ -15,6 +15,8 @@ Only possible when the chain is exactly Markov and small: exponential job sizes,
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +58,14 @@ def exact_unsupported_reason(config: FarmConfig, max_states: int = EXACT_MAX_STA
         return (
             "arrival rates or prices vary in time (the chain assumes constant rates); use the "
             "simulated evaluation"
+        )
+    # decimal digits first: the exact count of a large farm is a huge integer (large-10k:
+    # 6,000 digits, past Python's int-to-str limit) that is slow to build and cannot be printed
+    digits = sum(g.count * math.log10(g.buffer + 1) for g in config.groups)
+    if digits > math.log10(max_states) + 1:
+        return (
+            f"the per-server chain has about 10^{digits:.0f} states, above the limit "
+            f"{max_states} (prod_k (B_k+1)^R_k); use the simulated evaluation or a smaller farm"
         )
     n = n_full_states(config)
     if n > max_states:

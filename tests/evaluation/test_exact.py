@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import evaluate
+from baselines.ctmc import n_full_states
 from baselines.registry import make_policy
 from envs import ServerFarmEnv, load_scenario
 from envs.observation import encode_occupancy
@@ -104,6 +105,16 @@ def test_reasons_when_the_chain_is_not_exact():
     assert exact_unsupported_reason(load_scenario("tiny")) is None
     msg = exact_unsupported_reason(load_scenario("paper-100"))
     assert "states, above the limit 50000" in msg
+    # large-10k: 4^10,000 states, an integer past Python's int-to-str limit (was a ValueError
+    # from the message itself); the count is given in decimal digits
+    msg = exact_unsupported_reason(load_scenario("large-10k"))
+    assert "about 10^" in msg and "states, above the limit 50000" in msg
+    small = load_scenario("small-1")  # just above a limit: the exact count
+    n = n_full_states(small)
+    assert exact_unsupported_reason(small, max_states=n - 1).startswith(
+        f"the per-server chain has {n} states"
+    )
+    assert exact_unsupported_reason(small, max_states=n) is None
     det = load_scenario("tiny").with_job_size({"distribution": "deterministic"})
     with pytest.raises(ValueError, match="not exponential"):
         exact_evaluation(make_policy("pas", "tiny"), det)
