@@ -1,0 +1,145 @@
+"""``python train.py --generalist``: train the generalist (``agents.generalist``) and write its run.
+
+    python train.py --generalist                                   # the shipped model's command
+    python train.py --generalist --total-timesteps 50000 --output-dir /tmp/g --eval-every 2  # smoke
+
+Steps: PAS cloning on ``clone_farms`` sampled farms, then PPO over farms drawn per rollout. Every
+``eval_every`` rollouts the network is measured on validation farms (``n_eval_farms`` draws of
+``envs.farm_sampler`` from the held-out range that are small enough for an exact evaluation):
+its exact efficiency against PAS's on each, so the curve has no sampling noise. The run directory
+holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only), ``curve.jsonl``
+(the validation points), ``history.jsonl`` (PPO's statistics per rollout), ``curve.png`` and
+``checkpoint.pt`` (the latest network, every evaluation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.generalist import GeneralistConfig, GeneralistTrainer
+from baselines.pas import PASPolicy
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from evaluation.exact import exact_solvable
+from evaluation.measure import exact_efficiency
+
+__all__ = ["GeneralistArgs", "main", "validation_farms"]
+
+
+@dataclass
+class GeneralistArgs:
+    """The run's options (``--name-with-dashes`` on the command line)."""
+
+    total_timesteps: int = 2_500_000
+    seed: int = 0
+    output_dir: str = "runs/generalist-s0"
+    eval_every: int = 40  # rollouts between validation points
+    n_eval_farms: int = 8
+    torch_threads: int = 1
+
+
+def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
+    """The first ``n`` held-out draws whose per-server chain is small enough to solve exactly
+    (a few milliseconds each), the validation set of every run."""
+    out, seed = [], HELD_OUT_SEEDS.start
+    while len(out) < n:
+        config = sample_farm(seed)
+        if config.job_size.is_exponential and exact_solvable(config, max_states):
+            out.append(config)
+        seed += 1
+    return out
+
+
+def validate(trainer: GeneralistTrainer, farms: Sequence[Any]) -> dict[str, float]:
+    """Exact efficiency against PAS on each validation farm: mean and worst relative gain (%)."""
+    gains = []
+    for config in farms:
+        gen = exact_efficiency(trainer.policy(config, "group"), config, "group")
+        pas = exact_efficiency(PASPolicy(config), config, "server")
+        gains.append(100.0 * (gen.efficiency - pas.efficiency) / pas.efficiency)
+    g = np.array(gains)
+    return {"mean_vs_pas_pct": float(g.mean()), "worst_vs_pas_pct": float(g.min()),
+            "share_at_least_pas": float(np.mean(g >= -1e-7))}  # fmt: skip
+
+
+def plot_curve(points: Sequence[dict[str, float]], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
+    x = [p["timesteps"] for p in points]
+    ax.plot(x, [p["mean_vs_pas_pct"] for p in points], marker="o", label="mean")
+    ax.plot(x, [p["worst_vs_pas_pct"] for p in points], marker=".", label="worst farm")
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xlabel("training steps (decisions)")
+    ax.set_ylabel("exact efficiency vs PAS (%)")
+    ax.set_title("generalist on held-out validation farms")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def parse(argv: Sequence[str] | None) -> GeneralistArgs:
+    p = argparse.ArgumentParser(prog="train.py --generalist", description=__doc__.split("\n")[0])
+    for f in fields(GeneralistArgs):
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    a = GeneralistArgs(**vars(p.parse_args(argv)))
+    for name in ("total_timesteps", "eval_every", "n_eval_farms", "torch_threads"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(a, name)}")
+    return a
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = parse(argv)
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0, c0 = time.time(), time.process_time()
+    trainer = GeneralistTrainer(GeneralistConfig(seed=a.seed, torch_threads=a.torch_threads))
+    farms = validation_farms(a.n_eval_farms)
+    clone = trainer.clone_pas()
+    points = [{"timesteps": 0, **validate(trainer, farms), "cpu_s": time.process_time() - c0}]
+    print(f"PAS clone: accuracy {clone['accuracy']:.4f} on {clone['samples']} decisions; "
+          f"validation {points[0]}", flush=True)  # fmt: skip
+    with open(out / "history.jsonl", "w") as hist, open(out / "curve.jsonl", "w") as curve:
+        curve.write(json.dumps(points[0]) + "\n")
+
+        def callback(t: GeneralistTrainer) -> None:
+            hist.write(json.dumps(t.history[-1]) + "\n")
+            hist.flush()
+            if len(t.history) % a.eval_every == 0:
+                pt = {"timesteps": t.num_timesteps, **validate(t, farms),
+                      "cpu_s": time.process_time() - c0}  # fmt: skip
+                points.append(pt)
+                curve.write(json.dumps(pt) + "\n")
+                curve.flush()
+                t.save(out / "checkpoint", timesteps_done=t.num_timesteps)
+                print(f"{t.num_timesteps:>10,} steps  vs PAS: mean {pt['mean_vs_pas_pct']:+.3f}% "
+                      f"worst {pt['worst_vs_pas_pct']:+.3f}%", flush=True)  # fmt: skip
+
+        trainer.learn(a.total_timesteps, callback=callback)
+        if points[-1]["timesteps"] != trainer.num_timesteps:  # the final network's point
+            pt = {"timesteps": trainer.num_timesteps, **validate(trainer, farms),
+                  "cpu_s": time.process_time() - c0}  # fmt: skip
+            points.append(pt)
+            curve.write(json.dumps(pt) + "\n")
+    path = trainer.save(
+        out / "generalist", command=" ".join(["python train.py --generalist", *argv]),
+        run_args=asdict(a), wall_s=time.time() - t0, cpu_s=time.process_time() - c0,
+    )  # fmt: skip
+    plot_curve(points, out / "curve.png")
+    print(f"model: {path} ({trainer.num_timesteps:,} steps, {time.process_time() - c0:.0f} CPU-s)")
+    return {"model": str(path), "curve": points, "clone": clone}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""train.py --generalist's run (agents/generalist_run.py): validation farms, options, the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from agents import generalist_run
+from envs.farm_sampler import HELD_OUT_SEEDS
+from evaluation.exact import exact_solvable
+
+
+def test_validation_farms_are_held_out_and_exactly_solvable() -> None:
+    farms = generalist_run.validation_farms(5)
+    assert len(farms) == 5 and len({f.name for f in farms}) == 5
+    for f in farms:
+        assert int(f.name.split("-")[1]) in HELD_OUT_SEEDS
+        assert exact_solvable(f, 5_000) and f.job_size.is_exponential
+    assert [f.name for f in generalist_run.validation_farms(5)] == [f.name for f in farms]
+
+
+def test_bad_options_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        generalist_run.parse(["--eval-every", "0"])
+    assert e.value.code == 2 and "--eval-every: must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_short_run_writes_its_files(tmp_path: Path) -> None:
+    out = generalist_run.main(["--total-timesteps", "8192", "--eval-every", "1",
+                               "--n-eval-farms", "2", "--output-dir", str(tmp_path)])  # fmt: skip
+    assert [p["timesteps"] for p in out["curve"]] == [0, 8192]
+    for name in ("generalist.pt", "generalist.json", "checkpoint.pt", "curve.jsonl",
+                 "history.jsonl", "curve.png"):  # fmt: skip
+        assert (tmp_path / name).stat().st_size > 0
+    meta = json.loads((tmp_path / "generalist.json").read_text())
+    assert meta["command"].startswith("python train.py --generalist --total-timesteps 8192")
