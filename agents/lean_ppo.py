@@ -59,6 +59,7 @@ __all__ = [
     "LeanPPO",
     "LeanPPOConfig",
     "auto_gamma",
+    "clone_loss",
     "gae",
     "numpy_predictor",
     "ppo_losses",
@@ -103,10 +104,21 @@ class LeanPPOConfig:
     eta_tau: float = 10_000.0
     warmup_epochs: int = -1  # -1: 50 mean job durations, >= 1000 (as train.py)
     env_parallel: bool = False
+    # PAS initialisation (clone_pas) and what follows it
+    clone_smoothing: float = 0.0  # label smoothing of the PAS targets (keeps entropy to explore)
+    clone_epochs: int = 20  # passes over the PAS states (fewer: a softer clone)
+    critic_warmup: int = 0  # first rollouts of learn() that fit only the value function
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> LeanPPOConfig:
-        for name in ("n_envs", "n_steps", "batch_size", "n_epochs", "torch_threads"):
+        for name in (
+            "n_envs",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+            "torch_threads",
+            "clone_epochs",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.batch_size > self.n_envs * self.n_steps:
@@ -128,6 +140,12 @@ class LeanPPOConfig:
             raise ValueError(f"gae_lambda: must be in [0, 1], got {self.gae_lambda}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate: must be > 0, got {self.learning_rate}")
+        if not 0.0 <= self.clone_smoothing < 1.0:
+            raise ValueError(
+                f"clone_smoothing: must be in [0, 1) (0: a hard clone), got {self.clone_smoothing}"
+            )
+        if int(self.critic_warmup) < 0:
+            raise ValueError(f"critic_warmup: must be >= 0 rollouts, got {self.critic_warmup}")
         return self
 
 
@@ -197,6 +215,24 @@ def ppo_losses(
         "approx_kl": kl,
         "clip_fraction": clipped,
     }
+
+
+def clone_loss(
+    logits: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor, smoothing: float = 0.0
+) -> torch.Tensor:
+    """Cross-entropy of the masked policy against PAS's ``actions`` with label smoothing over
+    the *valid* actions: the target puts ``1 - smoothing`` on PAS's choice and spreads
+    ``smoothing`` uniformly over the n valid actions (PAS's included), so the fitted policy's
+    argmax is PAS's while it keeps probability on the others for PPO to explore (a hard clone
+    saturates the softmax: the policy gradient of a near-deterministic policy is ~0)."""
+    logp = torch.log_softmax(masked_logits(logits, masks), dim=-1)
+    n_valid = masks.sum(-1, keepdim=True).clamp(min=1)
+    target = masks.float() * (smoothing / n_valid)
+    target = target.scatter_add(
+        1, actions[:, None], torch.full_like(target[:, :1], 1.0 - smoothing)
+    )
+    # masked entries have target 0; their logp (~ -1e8) must not turn 0 x logp into noise
+    return -torch.where(masks, target * logp, torch.zeros_like(logp)).sum(-1).mean()
 
 
 def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -286,6 +322,7 @@ class LeanPPO:
         self.policy.set_training_mode(False)
         self.optimizer = self.policy.optimizer
         self.num_timesteps = 0
+        self.n_updates = 0  # updates done by learn() (critic_warmup counts them)
         self.rho = 0.0  # running average reward (advantage="average")
         self._rho_init = False
         self._obs: np.ndarray | None = None
@@ -377,6 +414,11 @@ class LeanPPO:
             "adv": adv.reshape(n),
             "ret": ret.reshape(n),
         }
+        # critic warm-up: after a PAS clone the value net is untrained, and advantages from it
+        # are noise that would push the policy away from PAS before it has learnt anything;
+        # the policy and value MLPs are separate, so a value-only loss leaves the policy as is
+        critic_only = self.n_updates < int(cfg.critic_warmup)
+        self.n_updates += 1
         self.policy.set_training_mode(True)
         stats: dict[str, list[float]] = {}
         for _ in range(cfg.n_epochs):
@@ -391,9 +433,14 @@ class LeanPPO:
                     logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
                     flat["ret"][idx], cfg.clip_range,
                 )  # fmt: skip
-                loss = (
-                    terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
-                )
+                if critic_only:
+                    loss = cfg.vf_coef * terms["value"]
+                else:
+                    loss = (
+                        terms["policy"]
+                        + cfg.vf_coef * terms["value"]
+                        - cfg.ent_coef * terms["entropy"]
+                    )
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -401,7 +448,8 @@ class LeanPPO:
                 for k, val in terms.items():
                     stats.setdefault(k, []).append(float(val.detach()))
         self.policy.set_training_mode(False)
-        return {k: float(np.mean(v)) for k, v in stats.items()} | {"lr": lr, "rho": self.rho}
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        return out | {"lr": lr, "rho": self.rho, "critic_only": float(critic_only)}
 
     def _buffer(self) -> dict[str, torch.Tensor]:
         T, N = self.cfg.n_steps, self.cfg.n_envs
@@ -444,10 +492,21 @@ class LeanPPO:
 
     # ---- PAS initialisation ---------------------------------------------------------------------
     def clone_pas(
-        self, n_steps: int = 4096, epochs: int = 20, batch_size: int = 1024, lr: float = 1e-3
+        self,
+        n_steps: int = 4096,
+        epochs: int | None = None,
+        batch_size: int = 1024,
+        lr: float = 1e-3,
+        smoothing: float | None = None,
     ) -> dict[str, float]:
-        """Behaviour cloning: fit the policy (cross-entropy on masked logits) to PAS's decisions
-        on ``n_steps`` states per env visited by PAS itself; returns the final accuracy."""
+        """Behaviour cloning: fit the policy (:func:`clone_loss` on masked logits) to PAS's
+        decisions on ``n_steps`` states per env visited by PAS itself. ``epochs`` and
+        ``smoothing`` default to ``cfg.clone_epochs`` and ``cfg.clone_smoothing``. Returns the
+        final accuracy (argmax = PAS), the mean probability of PAS's choice and the entropy."""
+        epochs = int(self.cfg.clone_epochs if epochs is None else epochs)
+        smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
         pas = make_policy("pas", self.config, self.cfg.action_mode)
         if self._obs is None:
             self._start()
@@ -469,13 +528,17 @@ class LeanPPO:
             for lo in range(0, n, batch_size):
                 idx = perm[lo : lo + batch_size]
                 logits, _ = self.forward(X[idx])
-                loss = F.cross_entropy(masked_logits(logits, M[idx]), Y[idx])
+                loss = clone_loss(logits, M[idx], Y[idx], smoothing)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
         with torch.no_grad():
             acc = float((self.predict_batch(X.numpy(), M.numpy()) == Y.numpy()).mean())
-        return {"accuracy": acc, "samples": n}
+            logp = torch.log_softmax(masked_logits(self.forward(X)[0], M), -1)
+            p = logp.exp()
+            ent = -torch.where(M, p * logp, torch.zeros_like(p)).sum(-1).mean()
+            p_pas = p.gather(1, Y[:, None]).mean()
+        return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, **sidecar: Any) -> Path:

@@ -80,6 +80,73 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+SMALL_BASE = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4}
+
+
+def _grid_points(grid: str) -> list[dict[str, Any]]:
+    """The cartesian product of a JSON ``{"field": [values, ...]}`` (a scalar: one value)."""
+    import itertools
+
+    spec = json.loads(grid)
+    keys = list(spec)
+    vals = [v if isinstance(v, list) else [v] for v in spec.values()]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*vals)]
+
+
+def grid(ns: argparse.Namespace) -> dict[str, Any]:
+    """Every point of ``--grid`` (LeanPPOConfig fields over SMALL_BASE) on every exactly
+    solvable ``scenario:mode``, ``--seeds`` seeds, ``--init`` random or a PAS clone; the exact
+    efficiency of the deterministic policy after every update, and the share of PAS's gap to
+    the optimum closed (final, best, mean of the last quarter)."""
+    from agents.lean_ppo import LeanPPO
+    from envs.scenarios import load_scenario, random_farm
+    from evaluation.measure import pas_efficiency
+    from evaluation.references import optimum_solution
+
+    out: dict[str, Any] = {}
+    for spec in ns.scenarios.split(","):
+        scen, mode = spec.split(":")
+        config = random_farm(int(scen[5:])) if scen.startswith("rand-") else load_scenario(scen)
+        pas = pas_efficiency(config).efficiency
+        sol, _ = optimum_solution(config)
+        opt = float(sol.value)
+
+        def closed(e: float, pas: float = pas, opt: float = opt) -> float:
+            return (e - pas) / (opt - pas) if opt > pas else float("nan")
+
+        res: dict[str, Any] = {"pas": pas, "optimum": opt, "runs": []}
+        for point in _grid_points(ns.grid):
+            for seed in range(ns.seed0, ns.seed0 + ns.seeds):
+                kw = SMALL_BASE | point
+                t = LeanPPO(config, action_mode=mode, seed=seed, **kw)
+                c0 = time.process_time()
+                clone = t.clone_pas(n_steps=ns.clone_steps) if ns.init == "pas" else {}
+                start = _exact(t)
+                curve: list[tuple[int, float]] = []
+                t.learn(ns.steps, callback=lambda tr, c=curve: c.append(
+                    (tr.num_timesteps, _exact(tr))))  # fmt: skip
+                effs = np.array([e for _, e in curve])
+                q = effs[-max(1, len(effs) // 4) :]
+                run = {
+                    "point": point, "seed": seed, "init": ns.init, "clone": clone,
+                    "start": start, "final": effs[-1], "best": effs.max(), "last_q": q.mean(),
+                    "closed_final": closed(effs[-1]), "closed_best": closed(effs.max()),
+                    "closed_last_q": closed(q.mean()), "gap_opt_final_pct":
+                    100 * (opt - effs[-1]) / opt, "curve": curve,
+                    "cpu_s": time.process_time() - c0,
+                }  # fmt: skip
+                res["runs"].append(run)
+                print(
+                    f"{spec} {json.dumps(point)} init={ns.init} seed={seed} "
+                    f"start={closed(start):+.2f} final={run['closed_final']:+.2f} "
+                    f"best={run['closed_best']:+.2f} lastq={run['closed_last_q']:+.2f} "
+                    f"(gap to opt {run['gap_opt_final_pct']:.3f}%, {run['cpu_s']:.0f} CPU-s)",
+                    flush=True,
+                )
+        out[spec] = res
+    return out
+
+
 def large(ns: argparse.Namespace) -> dict[str, Any]:
     from agents.lean_ppo import LeanPPO, numpy_predictor
     from baselines.registry import make_policy
@@ -134,11 +201,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--eval-epochs", type=int, default=2_500)
     g.add_argument("--batch-size", type=int, default=4096)
     g.add_argument("--n-epochs", type=int, default=4)
-    for q in (c, g):
+    r = sub.add_parser("grid")
+    r.add_argument("--scenarios", default="pas-gap:group,tiny:server")
+    r.add_argument("--grid", default="{}", help='JSON {"field": [values]} over SMALL_BASE')
+    r.add_argument("--init", default="random", choices=("pas", "random"))
+    r.add_argument("--steps", type=int, default=40_960)
+    r.add_argument("--seeds", type=int, default=2)
+    r.add_argument("--seed0", type=int, default=0)
+    r.add_argument("--clone-steps", type=int, default=256)
+    for q in (c, g, r):
         q.add_argument("--json", default=None)
     ns = p.parse_args(argv)
     torch.set_num_threads(1)
-    rep = criteria(ns) if ns.study == "criteria" else large(ns)
+    rep = {"criteria": criteria, "large": large, "grid": grid}[ns.study](ns)
     if ns.json:
         Path(ns.json).write_text(json.dumps(rep, indent=1, default=float) + "\n")
     return rep

@@ -16,6 +16,7 @@ from agents.lean_ppo import (
     LeanPPO,
     LeanPPOConfig,
     auto_gamma,
+    clone_loss,
     gae,
     numpy_predictor,
     ppo_losses,
@@ -72,6 +73,56 @@ def test_ppo_losses_on_a_hand_computed_batch():
     assert torch.isfinite(lg.grad).all()
 
 
+def test_clone_loss_with_label_smoothing_on_a_hand_computed_batch():
+    # the batch of test_ppo_losses: probabilities [0.2, 0.6, 0.2] and [2/3, 1/3, (masked)]
+    logits = torch.tensor([[0.0, math.log(3.0), 0.0], [math.log(2.0), 0.0, 5.0]])
+    masks = torch.tensor([[True, True, True], [True, True, False]])
+    actions = torch.tensor([1, 0])
+    # smoothing 0.3: targets [0.1, 0.8, 0.1] (3 valid) and [0.85, 0.15, 0] (2 valid)
+    l0 = -(0.1 * math.log(0.2) + 0.8 * math.log(0.6) + 0.1 * math.log(0.2))
+    l1 = -(0.85 * math.log(2 / 3) + 0.15 * math.log(1 / 3))
+    assert float(clone_loss(logits, masks, actions, 0.3)) == pytest.approx((l0 + l1) / 2, rel=1e-6)
+    # smoothing 0 is the plain cross-entropy of PAS's choice
+    hard = -(math.log(0.6) + math.log(2 / 3)) / 2
+    assert float(clone_loss(logits, masks, actions, 0.0)) == pytest.approx(hard, rel=1e-6)
+    # its minimiser is the smoothed target itself: zero gradient at logits = log(target)
+    target = torch.tensor([[0.1, 0.8, 0.1], [0.85, 0.15, 1e-3]])
+    lg = target.log().requires_grad_(True)
+    clone_loss(lg, masks, actions, 0.3).backward()
+    torch.testing.assert_close(lg.grad, torch.zeros_like(lg), rtol=0, atol=1e-7)
+
+
+def test_smoothed_clone_keeps_pas_argmax_and_entropy():
+    """A hard clone is near-deterministic; with smoothing s the probability of PAS's choice
+    approaches 1 - s + s / n_valid < 1 (the fit is not exact: a few states err), while the
+    deterministic policy is still PAS's on the cloned states."""
+    kw = {"n_steps": 128, "epochs": 200}  # 1,024 states, 200 Adam steps: the fit converges
+    hard = LeanPPO("tiny", action_mode="server", seed=3, **SMALL).clone_pas(**kw)
+    soft = LeanPPO("tiny", action_mode="server", seed=3, clone_smoothing=0.3, **SMALL)
+    s = soft.clone_pas(**kw)
+    assert hard["accuracy"] > 0.97 and s["accuracy"] > 0.97
+    assert hard["p_pas"] > 0.95
+    # tiny has 2-4 valid actions: the target puts 0.775-0.85 on PAS's choice
+    assert 0.745 < s["p_pas"] < 0.88
+    assert s["entropy"] > 3 * hard["entropy"]
+    with pytest.raises(ValueError, match="smoothing"):
+        soft.clone_pas(n_steps=1, smoothing=1.0)
+
+
+def test_critic_warmup_updates_only_the_value_net():
+    t = LeanPPO("tiny", action_mode="server", seed=4, critic_warmup=1, **SMALL)
+    params = {k: v.clone() for k, v in t.policy.state_dict().items()}
+    per = SMALL["n_envs"] * SMALL["n_steps"]
+    t.learn(per)
+    after = {k: v.clone() for k, v in t.policy.state_dict().items()}
+    changed = {k for k in params if not torch.equal(params[k], after[k])}
+    assert changed and all(k.startswith(("mlp_extractor.value_net", "value_net")) for k in changed)
+    assert t.history[-1]["critic_only"] == 1.0
+    t.learn(per)  # the warm-up is over: now the policy moves too
+    assert not torch.equal(after["action_net.weight"], t.policy.state_dict()["action_net.weight"])
+    assert t.history[-1]["critic_only"] == 0.0
+
+
 def test_masked_actions_are_never_sampled():
     t = LeanPPO("tiny", action_mode="server", seed=1, **SMALL)
     with torch.no_grad():  # make every action but the last overwhelmingly preferred
@@ -122,6 +173,10 @@ def test_config_errors_name_the_field():
         LeanPPOConfig(advantage="mean").check()
     with pytest.raises(ValueError, match="gamma"):
         LeanPPOConfig(gamma=1.5).check()
+    with pytest.raises(ValueError, match="clone_smoothing"):
+        LeanPPOConfig(clone_smoothing=1.0).check()
+    with pytest.raises(ValueError, match="critic_warmup"):
+        LeanPPOConfig(critic_warmup=-1).check()
 
 
 def test_auto_gamma_is_a_horizon_in_model_time():
