@@ -108,6 +108,8 @@ class LeanPPOConfig:
     clone_smoothing: float = 0.0  # label smoothing of the PAS targets (keeps entropy to explore)
     clone_epochs: int = 20  # passes over the PAS states (fewer: a softer clone)
     critic_warmup: int = 0  # first rollouts of learn() that fit only the value function
+    pas_anchor: float = 0.0  # weight of clone_loss to PAS's choices on the rollout's states
+    anchor_smoothing: float = 0.2  # the label smoothing of that anchor
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> LeanPPOConfig:
@@ -144,6 +146,10 @@ class LeanPPOConfig:
             raise ValueError(
                 f"clone_smoothing: must be in [0, 1) (0: a hard clone), got {self.clone_smoothing}"
             )
+        if self.pas_anchor < 0:
+            raise ValueError(f"pas_anchor: must be >= 0 (0: off), got {self.pas_anchor}")
+        if not 0.0 <= self.anchor_smoothing < 1.0:
+            raise ValueError(f"anchor_smoothing: must be in [0, 1), got {self.anchor_smoothing}")
         if int(self.critic_warmup) < 0:
             raise ValueError(f"critic_warmup: must be >= 0 rollouts, got {self.critic_warmup}")
         return self
@@ -327,6 +333,8 @@ class LeanPPO:
         self._rho_init = False
         self._obs: np.ndarray | None = None
         self.history: list[dict[str, float]] = []
+        # PAS itself, when the loss anchors the policy to its decisions (pas_anchor > 0)
+        self._pas = make_policy("pas", self.config, cfg.action_mode) if cfg.pas_anchor > 0 else None
         self._gen = torch.Generator().manual_seed(cfg.seed)
 
     # ---- the network ----------------------------------------------------------------------------
@@ -375,6 +383,9 @@ class LeanPPO:
             buf["actions"][t] = a
             buf["logp"][t] = lp.gather(1, a[:, None]).squeeze(1)
             buf["values"][t] = v
+            if self._pas is not None:  # PAS's choice in the same state, for the anchor
+                pa, _ = self._pas.predict(obs.numpy(), action_masks=mask.numpy())
+                buf["pas"][t] = torch.from_numpy(np.asarray(pa, dtype=np.int64))
             o, r, _, _, info = venv.step(a.numpy())
             buf["rewards"][t] = torch.from_numpy(r.astype(np.float32))
             work += float(info["work"].sum())
@@ -413,6 +424,7 @@ class LeanPPO:
             "logp": buf["logp"].reshape(n),
             "adv": adv.reshape(n),
             "ret": ret.reshape(n),
+            "pas": buf["pas"].reshape(n) if "pas" in buf else buf["actions"].reshape(n),
         }
         # critic warm-up: after a PAS clone the value net is untrained, and advantages from it
         # are noise that would push the policy away from PAS before it has learnt anything;
@@ -433,6 +445,14 @@ class LeanPPO:
                     logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
                     flat["ret"][idx], cfg.clip_range,
                 )  # fmt: skip
+                if cfg.pas_anchor > 0:
+                    # a behaviour-cloning term on the rollout's own states: PPO's advantages on
+                    # a large farm are mostly noise (one decision among ~100 servers' events),
+                    # and normalised advantages turn that noise into unit-sized steps; the
+                    # anchor pulls the policy back to PAS except where the advantages agree
+                    terms["anchor"] = clone_loss(
+                        logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
+                    )
                 if critic_only:
                     loss = cfg.vf_coef * terms["value"]
                 else:
@@ -441,6 +461,8 @@ class LeanPPO:
                         + cfg.vf_coef * terms["value"]
                         - cfg.ent_coef * terms["entropy"]
                     )
+                    if cfg.pas_anchor > 0:
+                        loss = loss + cfg.pas_anchor * terms["anchor"]
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -462,7 +484,7 @@ class LeanPPO:
             "logp": torch.zeros(T, N),
             "values": torch.zeros(T, N),
             "rewards": torch.zeros(T, N),
-        }
+        } | ({"pas": torch.zeros(T, N, dtype=torch.int64)} if self._pas is not None else {})
 
     def learn(
         self,

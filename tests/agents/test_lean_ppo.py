@@ -123,6 +123,34 @@ def test_critic_warmup_updates_only_the_value_net():
     assert t.history[-1]["critic_only"] == 0.0
 
 
+def test_pas_anchor_records_pas_choices_and_pulls_towards_them():
+    from baselines.registry import make_policy
+
+    t = LeanPPO("tiny", action_mode="group", seed=5, pas_anchor=1.0, **SMALL)
+    buf = t._buffer()
+    t.collect(buf)
+    pas = make_policy("pas", t.config, "group")
+    obs, masks = buf["obs"].flatten(0, 1).numpy(), buf["masks"].flatten(0, 1).numpy()
+    want, _ = pas.predict(obs, action_masks=masks)
+    np.testing.assert_array_equal(buf["pas"].flatten().numpy(), want)
+    flat_obs, flat_m, flat_pas = (
+        buf["obs"].flatten(0, 1),
+        buf["masks"].flatten(0, 1),
+        buf["pas"].flatten(),
+    )
+
+    def anchor_loss() -> float:
+        with torch.no_grad():
+            return float(clone_loss(t.forward(flat_obs)[0], flat_m, flat_pas, 0.2))
+
+    before = anchor_loss()
+    t.cfg.pas_anchor = 50.0  # dominant over PPO's terms: the updates must lower it
+    for _ in range(5):
+        t.update(buf, 1.0)
+    after = anchor_loss()
+    assert after < before - 0.05
+
+
 def test_masked_actions_are_never_sampled():
     t = LeanPPO("tiny", action_mode="server", seed=1, **SMALL)
     with torch.no_grad():  # make every action but the last overwhelmingly preferred
@@ -175,6 +203,8 @@ def test_config_errors_name_the_field():
         LeanPPOConfig(gamma=1.5).check()
     with pytest.raises(ValueError, match="clone_smoothing"):
         LeanPPOConfig(clone_smoothing=1.0).check()
+    with pytest.raises(ValueError, match="pas_anchor"):
+        LeanPPOConfig(pas_anchor=-1.0).check()
     with pytest.raises(ValueError, match="critic_warmup"):
         LeanPPOConfig(critic_warmup=-1).check()
 
