@@ -28,7 +28,12 @@ advantage estimators (``advantage``):
   bounded.
 
 Optionally the policy is first fitted to PAS's decisions (:meth:`LeanPPO.clone_pas`: behaviour
-cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency.
+cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency. The
+clone is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's
+gradient through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone
+for the first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every
+rollout's states to PPO's loss (large farms, where the advantages are mostly noise).
+:func:`recommended` gives the farm-dependent settings (BENCHMARKS.md, "Learned efficiency").
 """
 
 from __future__ import annotations
@@ -63,7 +68,12 @@ __all__ = [
     "gae",
     "numpy_predictor",
     "ppo_losses",
+    "recommended",
 ]
+
+#: farms with more decision epochs per mean job duration than this count as "large" in
+#: :func:`recommended` (measured: <= 12.9 learn without an anchor, paper-100's 120 needs one)
+LARGE_FARM_EPOCHS_PER_DURATION = 30.0
 
 
 def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
@@ -72,6 +82,32 @@ def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
     if horizon_durations <= 0:
         raise ValueError(f"horizon_durations: must be > 0, got {horizon_durations}")
     return 1.0 - 1.0 / max(1.0 + 1e-9, horizon_durations * epochs_per_duration(config))
+
+
+def recommended(config: FarmConfig) -> dict[str, Any]:
+    """Farm-dependent :class:`LeanPPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
+    from one feature: ``E = epochs_per_duration(config)``, decisions per mean job duration
+    (about the number of busy servers: it sets how much of the reward after a decision is
+    other servers' noise). Use with a PAS clone (:meth:`LeanPPO.clone_pas`) first.
+
+    * every farm: ``horizon_durations=1`` (the config default): a discount horizon of one job
+      duration, the life of the decision's own job; longer horizons add E decisions of noise
+      per duration.
+    * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
+      per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
+    * large farms (E > 30): 64 envs x 256 steps, minibatches of 4,096, 4 epochs, lr 1e-4, an
+      anchor to PAS's decisions (``pas_anchor=1``) and 5 critic-only rollouts after the clone:
+      without the anchor the normalised advantages (mostly noise) walked the policy 1-2% below
+      PAS within 0.5M steps.
+    """
+    E = epochs_per_duration(config)
+    common: dict[str, Any] = {"gamma": "auto", "horizon_durations": 1.0, "clone_smoothing": 0.2}
+    if E <= LARGE_FARM_EPOCHS_PER_DURATION:
+        return common | {"n_envs": 16, "n_steps": 128, "batch_size": 128, "n_epochs": 10}
+    return common | {
+        "n_envs": 64, "n_steps": 256, "batch_size": 4096, "n_epochs": 4, "learning_rate": 1e-4,
+        "pas_anchor": 1.0, "critic_warmup": 5,
+    }  # fmt: skip
 
 
 @dataclass
@@ -86,7 +122,7 @@ class LeanPPOConfig:
     lr_schedule: str = "linear"  # "linear" (to 0) or "constant"
     advantage: str = "discounted"  # "discounted" or "average"
     gamma: float | str = "auto"  # a number in (0, 1], or "auto" (see auto_gamma)
-    horizon_durations: float = 4.0
+    horizon_durations: float = 1.0  # the discount's horizon in mean job durations (recommended)
     gae_lambda: float = 0.95
     rho_tau: float = 0.1  # step of the running average reward (advantage="average")
     clip_range: float = 0.2
@@ -105,7 +141,7 @@ class LeanPPOConfig:
     warmup_epochs: int = -1  # -1: 50 mean job durations, >= 1000 (as train.py)
     env_parallel: bool = False
     # PAS initialisation (clone_pas) and what follows it
-    clone_smoothing: float = 0.0  # label smoothing of the PAS targets (keeps entropy to explore)
+    clone_smoothing: float = 0.2  # label smoothing of the PAS targets (keeps entropy to explore)
     clone_epochs: int = 20  # passes over the PAS states (fewer: a softer clone)
     critic_warmup: int = 0  # first rollouts of learn() that fit only the value function
     pas_anchor: float = 0.0  # weight of clone_loss to PAS's choices on the rollout's states

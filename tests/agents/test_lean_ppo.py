@@ -20,6 +20,7 @@ from agents.lean_ppo import (
     gae,
     numpy_predictor,
     ppo_losses,
+    recommended,
 )
 from envs.scenarios import load_scenario
 
@@ -238,3 +239,18 @@ def test_short_training_on_tiny_beats_random_exactly():
     assert end > start
     assert end >= pas * (1 - 1e-9)  # equal decisions: equal up to the CTMC solve's tolerance
     assert opt is None or end <= opt + 1e-9
+
+
+def test_recommended_settings_follow_decisions_per_duration():
+    tiny, p100 = load_scenario("tiny"), load_scenario("paper-100")
+    small, large = recommended(tiny), recommended(p100)
+    # tiny: 2.5 decisions per mean duration (<= 30): many Adam steps per sample, no anchor
+    assert small["batch_size"] == 128 and small["n_epochs"] == 10 and "pas_anchor" not in small
+    # paper-100: ~120 per duration: large minibatches, a low rate and the anchor to PAS
+    assert large["pas_anchor"] == 1.0 and large["learning_rate"] == 1e-4
+    for rec in (small, large):
+        cfg = LeanPPOConfig(**rec).check()
+        assert cfg.n_envs * cfg.n_steps >= cfg.batch_size
+    # one mean duration of horizon: tiny's discount 1 - 1 / 2.5 = 0.6
+    t = LeanPPO(tiny, action_mode="server", **(small | {"n_envs": 2}))
+    assert t.gamma == pytest.approx(0.6, abs=1e-9)
