@@ -7,11 +7,23 @@ of 4 mean job durations) against the average-reward (differential, no discount) 
 several seeds each, the deterministic policy's exact efficiency (CTMC) after every update. Also
 the starting efficiency of a random policy and of one cloned from PAS.
 
-``large``: the fast defaults on a simulated farm (paper-100): efficiency of the final policy
-against PAS with common random numbers (the same replication seeds), the paired gap's interval.
+``grid``: every point of a JSON grid of ``LeanPPOConfig`` fields (over ``SMALL_BASE``) on
+exactly solved farms (presets, or ``rand-SEED`` for ``envs.random_farm(SEED)``), random start or
+PAS clone, the exact efficiency after every update (share of PAS's gap to the optimum closed).
+
+``large``: a simulated farm (paper-100, large-10k): the best policy is selected during training
+on its own seeds, then the final and the best policy are measured against PAS on other seeds with
+common random numbers (the paired gap's interval), and the share of PAS's gap to the relaxation
+bound closed. ``--set`` overrides any ``LeanPPOConfig`` field.
 
     python -m experiments.lean_ppo_study criteria
-    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000
+    python -m experiments.lean_ppo_study grid --scenarios pas-gap:group --init pas \
+        --grid '{"n_epochs":10,"batch_size":128,"horizon_durations":[1,2,8]}' --steps 81920
+    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000 \
+        --set '{"horizon_durations":1,"learning_rate":1e-4,"pas_anchor":1.0,"critic_warmup":5}'
+
+The BENCHMARKS.md tables ("Learned efficiency", "Criteria and PAS initialisation") list the exact
+commands.
 """
 
 from __future__ import annotations
