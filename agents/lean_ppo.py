@@ -60,7 +60,9 @@ from evaluation.harness import epochs_per_duration
 MASKED_LOGIT = -1e8
 
 __all__ = [
+    "LARGE_FARM_EPOCHS_PER_DURATION",
     "MASKED_LOGIT",
+    "MIN_HORIZON_EPOCHS",
     "LeanPPO",
     "LeanPPOConfig",
     "auto_gamma",
@@ -74,6 +76,10 @@ __all__ = [
 #: farms with more decision epochs per mean job duration than this count as "large" in
 #: :func:`recommended` (measured: <= 12.9 learn without an anchor, paper-100's 120 needs one)
 LARGE_FARM_EPOCHS_PER_DURATION = 30.0
+#: the discount's horizon is at least this many decisions (:func:`recommended`): on tiny (2.5
+#: decisions per duration) one duration, gamma 0.6, is a biased criterion (PPO found the optimum,
+#: then converged 1-7% of PAS's gap below PAS); 10 decisions (gamma 0.9) kept it
+MIN_HORIZON_EPOCHS = 10.0
 
 
 def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
@@ -90,9 +96,9 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
     (about the number of busy servers: it sets how much of the reward after a decision is
     other servers' noise). Use with a PAS clone (:meth:`LeanPPO.clone_pas`) first.
 
-    * every farm: ``horizon_durations=1`` (the config default): a discount horizon of one job
-      duration, the life of the decision's own job; longer horizons add E decisions of noise
-      per duration.
+    * every farm: a discount horizon of one mean job duration (the life of the decision's own
+      job; longer horizons add E decisions of other servers' noise per duration), but at least
+      ``MIN_HORIZON_EPOCHS`` decisions: ``horizon_durations = max(1, 10 / E)``.
     * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
       per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
     * large farms (E > 30): 64 envs x 256 steps, minibatches of 4,096, 4 epochs, lr 1e-4, an
@@ -101,7 +107,11 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
       PAS within 0.5M steps.
     """
     E = epochs_per_duration(config)
-    common: dict[str, Any] = {"gamma": "auto", "horizon_durations": 1.0, "clone_smoothing": 0.2}
+    common: dict[str, Any] = {
+        "gamma": "auto",
+        "horizon_durations": max(1.0, MIN_HORIZON_EPOCHS / E),
+        "clone_smoothing": 0.2,
+    }
     if E <= LARGE_FARM_EPOCHS_PER_DURATION:
         return common | {"n_envs": 16, "n_steps": 128, "batch_size": 128, "n_epochs": 10}
     return common | {

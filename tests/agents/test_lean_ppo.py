@@ -230,7 +230,10 @@ def test_short_training_on_tiny_beats_random_exactly():
     from agents.ppo import exact_efficiency, optimum_efficiency, pas_efficiency
 
     config = load_scenario("tiny")
-    t = LeanPPO(config, action_mode="server", seed=0, n_envs=16, n_steps=128, batch_size=512)
+    t = LeanPPO(
+        config, action_mode="server", seed=0, n_envs=16, n_steps=128, batch_size=512,
+        horizon_durations=4.0,  # tiny's gamma 0.9 (recommended(tiny)): 1 duration is biased here
+    )  # fmt: skip
     start = exact_efficiency(t.predict_batch, config, "server").efficiency
     t.learn(40_960)
     end = exact_efficiency(t.predict_batch, config, "server").efficiency
@@ -251,6 +254,10 @@ def test_recommended_settings_follow_decisions_per_duration():
     for rec in (small, large):
         cfg = LeanPPOConfig(**rec).check()
         assert cfg.n_envs * cfg.n_steps >= cfg.batch_size
-    # one mean duration of horizon: tiny's discount 1 - 1 / 2.5 = 0.6
+    # horizon max(1 duration, 10 decisions): tiny 10 / 2.5 = 4 durations, gamma 1 - 1/10 = 0.9;
+    # paper-100 one duration, gamma 1 - 1 / 119.6
+    assert small["horizon_durations"] == pytest.approx(4.0)
     t = LeanPPO(tiny, action_mode="server", **(small | {"n_envs": 2}))
-    assert t.gamma == pytest.approx(0.6, abs=1e-9)
+    assert t.gamma == pytest.approx(0.9, abs=1e-9)
+    assert large["horizon_durations"] == 1.0
+    assert auto_gamma(p100, 1.0) == pytest.approx(1 - 1 / 119.625, rel=1e-4)
