@@ -623,7 +623,8 @@ class LeanPPO:
         cfg["net_arch"] = list(cfg["net_arch"])
         write_sidecar(
             p, self.config, self.cfg.action_mode, timesteps=self.num_timesteps,
-            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho, **sidecar,
+            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
+            n_updates=self.n_updates, **sidecar,
         )  # fmt: skip
         return p
 
@@ -648,5 +649,8 @@ class LeanPPO:
         trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())
         trainer.num_timesteps = int(meta.get("timesteps", saved.num_timesteps))
         trainer.rho = float(meta.get("rho", 0.0))
+        # a resumed run does not repeat its critic warm-up (files before n_updates: 1 per rollout)
+        per = int(meta["lean_ppo_config"]["n_steps"]) * int(meta["lean_ppo_config"]["n_envs"])
+        trainer.n_updates = int(meta.get("n_updates", trainer.num_timesteps // per))
         trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
         return trainer

@@ -186,6 +186,7 @@ def test_save_load_gives_identical_predictions(tmp_path):
     # continuing from the file: same network, same Adam state, same step count
     again = LeanPPO.load(path)
     assert again.num_timesteps == t.num_timesteps and again.cfg == t.cfg
+    assert again.n_updates == t.n_updates == 1  # a critic warm-up is not repeated on resume
     for a, b in zip(
         again.policy.state_dict().values(), t.policy.state_dict().values(), strict=True
     ):
