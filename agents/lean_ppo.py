@@ -101,10 +101,11 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
       ``MIN_HORIZON_EPOCHS`` decisions: ``horizon_durations = max(1, 10 / E)``.
     * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
       per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
-    * large farms (E > 30): 64 envs x 256 steps, minibatches of 4,096, 4 epochs, lr 1e-4, an
-      anchor to PAS's decisions (``pas_anchor=1``) and 5 critic-only rollouts after the clone:
-      without the anchor the normalised advantages (mostly noise) walked the policy 1-2% below
-      PAS within 0.5M steps.
+    * large farms (E > 30): rollouts of 16,384 steps, minibatches of 4,096, 4 epochs, lr 1e-4,
+      an anchor to PAS's decisions (``pas_anchor=1``) and 5 critic-only rollouts after the
+      clone: without the anchor the normalised advantages (mostly noise) walked the policy 1-2%
+      below PAS within 0.5M steps. 64 envs x 256 steps, but 16 x 1,024 when E > 1,000: every env
+      starts with a PAS warm-up of 50 durations (50 E epochs; large-10k: 600k each).
     """
     E = epochs_per_duration(config)
     common: dict[str, Any] = {
@@ -114,9 +115,10 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
     }
     if E <= LARGE_FARM_EPOCHS_PER_DURATION:
         return common | {"n_envs": 16, "n_steps": 128, "batch_size": 128, "n_epochs": 10}
+    n_envs = 64 if E <= 1_000 else 16
     return common | {
-        "n_envs": 64, "n_steps": 256, "batch_size": 4096, "n_epochs": 4, "learning_rate": 1e-4,
-        "pas_anchor": 1.0, "critic_warmup": 5,
+        "n_envs": n_envs, "n_steps": 16_384 // n_envs, "batch_size": 4096, "n_epochs": 4,
+        "learning_rate": 1e-4, "pas_anchor": 1.0, "critic_warmup": 5,
     }  # fmt: skip
 
 

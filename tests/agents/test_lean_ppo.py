@@ -253,6 +253,10 @@ def test_recommended_settings_follow_decisions_per_duration():
     assert small["batch_size"] == 128 and small["n_epochs"] == 10 and "pas_anchor" not in small
     # paper-100: ~120 per duration: large minibatches, a low rate and the anchor to PAS
     assert large["pas_anchor"] == 1.0 and large["learning_rate"] == 1e-4
+    assert (large["n_envs"], large["n_steps"]) == (64, 256)
+    # large-10k: ~12,000 per duration: fewer, longer envs (each starts with a 50-duration warm-up)
+    huge = recommended(load_scenario("large-10k"))
+    assert (huge["n_envs"], huge["n_steps"]) == (16, 1024) and huge["pas_anchor"] == 1.0
     for rec in (small, large):
         cfg = LeanPPOConfig(**rec).check()
         assert cfg.n_envs * cfg.n_steps >= cfg.batch_size
