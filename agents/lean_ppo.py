@@ -62,7 +62,6 @@ MASKED_LOGIT = -1e8
 __all__ = [
     "LARGE_FARM_EPOCHS_PER_DURATION",
     "MASKED_LOGIT",
-    "MIN_HORIZON_EPOCHS",
     "LeanPPO",
     "LeanPPOConfig",
     "auto_gamma",
@@ -76,10 +75,6 @@ __all__ = [
 #: farms with more decision epochs per mean job duration than this count as "large" in
 #: :func:`recommended` (measured: <= 12.9 learn without an anchor, paper-100's 120 needs one)
 LARGE_FARM_EPOCHS_PER_DURATION = 30.0
-#: the discount's horizon is at least this many decisions (:func:`recommended`): on tiny (2.5
-#: decisions per duration) one duration, gamma 0.6, is a biased criterion (PPO found the optimum,
-#: then converged to policies 1-7 times PAS's gap below PAS); 10 decisions (gamma 0.9) did not
-MIN_HORIZON_EPOCHS = 10.0
 
 
 def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
@@ -96,9 +91,11 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
     (about the number of busy servers: it sets how much of the reward after a decision is
     other servers' noise). Use with a PAS clone (:meth:`LeanPPO.clone_pas`) first.
 
-    * every farm: a discount horizon of one mean job duration (the life of the decision's own
-      job; longer horizons add E decisions of other servers' noise per duration), but at least
-      ``MIN_HORIZON_EPOCHS`` decisions: ``horizon_durations = max(1, 10 / E)``.
+    * every farm: a discount horizon of one mean job duration, ``horizon_durations=1`` (the
+      life of the decision's own job; longer horizons add E decisions of other servers' noise
+      per duration). Measured caveat: on tiny (2.5 decisions per duration, gamma 0.6) PPO
+      reaches the optimum and then drifts below PAS, so keep the best evaluated model there
+      (a floor of 10 decisions held tiny but stalled small-2 at PAS).
     * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
       per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
     * large farms (E > 30): rollouts of 16,384 steps, minibatches of 4,096, 4 epochs, lr 1e-4,
@@ -110,7 +107,7 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
     E = epochs_per_duration(config)
     common: dict[str, Any] = {
         "gamma": "auto",
-        "horizon_durations": max(1.0, MIN_HORIZON_EPOCHS / E),
+        "horizon_durations": 1.0,
         "clone_smoothing": 0.2,
     }
     if E <= LARGE_FARM_EPOCHS_PER_DURATION:
@@ -134,9 +131,7 @@ class LeanPPOConfig:
     lr_schedule: str = "linear"  # "linear" (to 0) or "constant"
     advantage: str = "discounted"  # "discounted" or "average"
     gamma: float | str = "auto"  # a number in (0, 1], or "auto" (see auto_gamma)
-    # the discount's horizon in mean job durations; recommended() raises it to 10 decisions
-    # where a duration is fewer (tiny: 4 durations)
-    horizon_durations: float = 1.0
+    horizon_durations: float = 1.0  # the discount's horizon in mean job durations (recommended)
     gae_lambda: float = 0.95
     rho_tau: float = 0.1  # step of the running average reward (advantage="average")
     clip_range: float = 0.2
