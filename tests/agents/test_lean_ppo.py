@@ -229,7 +229,8 @@ def test_short_training_on_tiny_beats_random_exactly():
     """Exact (CTMC) efficiencies: no sampling error, so a strict comparison is sound. A random
     initial policy, then 40,960 steps; the learnt policy must beat it and reach PAS's exact
     efficiency (PAS is optimal up to 0.4% on tiny; the optimum bounds both)."""
-    from agents.ppo import exact_efficiency, optimum_efficiency, pas_efficiency
+    from evaluation.measure import exact_efficiency, pas_efficiency
+    from evaluation.references import optimum_solution
 
     config = load_scenario("tiny")
     t = LeanPPO(
@@ -240,7 +241,8 @@ def test_short_training_on_tiny_beats_random_exactly():
     t.learn(40_960)
     end = exact_efficiency(t.predict_batch, config, "server").efficiency
     pas = pas_efficiency(config).efficiency
-    opt, _ = optimum_efficiency(config)
+    sol, _ = optimum_solution(config)
+    opt = None if sol is None else float(sol.value)
     assert end > start
     assert end >= pas * (1 - 1e-9)  # equal decisions: equal up to the CTMC solve's tolerance
     assert opt is None or end <= opt + 1e-9
