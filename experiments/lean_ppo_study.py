@@ -67,7 +67,9 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
         for adv in ("discounted", "average"):
             for init in ("random", "pas"):
                 for seed in range(ns.seeds):
-                    kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4}
+                    kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4,
+                          # the settings of its BENCHMARKS.md table (defaults before 2026-12-02)
+                          "horizon_durations": 4.0, "clone_smoothing": 0.0}  # fmt: skip
                     t = LeanPPO(config, action_mode=mode, advantage=adv, seed=seed, **kw)
                     start = {"random": _exact(t)}
                     if init == "pas":
