@@ -28,7 +28,12 @@ advantage estimators (``advantage``):
   bounded.
 
 Optionally the policy is first fitted to PAS's decisions (:meth:`LeanPPO.clone_pas`: behaviour
-cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency.
+cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency. The
+clone is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's
+gradient through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone
+for the first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every
+rollout's states to PPO's loss (large farms, where the advantages are mostly noise).
+:func:`recommended` gives the farm-dependent settings (BENCHMARKS.md, "Learned efficiency").
 """
 
 from __future__ import annotations
@@ -55,14 +60,21 @@ from evaluation.harness import epochs_per_duration
 MASKED_LOGIT = -1e8
 
 __all__ = [
+    "LARGE_FARM_EPOCHS_PER_DURATION",
     "MASKED_LOGIT",
     "LeanPPO",
     "LeanPPOConfig",
     "auto_gamma",
+    "clone_loss",
     "gae",
     "numpy_predictor",
     "ppo_losses",
+    "recommended",
 ]
+
+#: farms with more decision epochs per mean job duration than this count as "large" in
+#: :func:`recommended` (measured: <= 12.9 learn without an anchor, paper-100's 120 needs one)
+LARGE_FARM_EPOCHS_PER_DURATION = 30.0
 
 
 def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
@@ -71,6 +83,40 @@ def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
     if horizon_durations <= 0:
         raise ValueError(f"horizon_durations: must be > 0, got {horizon_durations}")
     return 1.0 - 1.0 / max(1.0 + 1e-9, horizon_durations * epochs_per_duration(config))
+
+
+def recommended(config: FarmConfig) -> dict[str, Any]:
+    """Farm-dependent :class:`LeanPPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
+    from one feature: ``E = epochs_per_duration(config)``, decisions per mean job duration
+    (about the number of busy servers: it sets how much of the reward after a decision is
+    other servers' noise). Use with a PAS clone (:meth:`LeanPPO.clone_pas`) first.
+
+    * every farm: a discount horizon of one mean job duration, ``horizon_durations=1`` (the
+      life of the decision's own job; longer horizons add E decisions of other servers' noise
+      per duration). Measured caveat: on tiny (2.5 decisions per duration, gamma 0.6) PPO
+      reaches the optimum and then drifts below PAS, so keep the best evaluated model there
+      (a floor of 10 decisions held tiny but stalled small-2 at PAS).
+    * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
+      per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
+    * large farms (E > 30): rollouts of 16,384 steps, minibatches of 4,096, 4 epochs, lr 1e-4,
+      an anchor to PAS's decisions (``pas_anchor=1``) and 5 critic-only rollouts after the
+      clone: without the anchor the normalised advantages (mostly noise) walked the policy 1-2%
+      below PAS within 0.5M steps. 64 envs x 256 steps, but 16 x 1,024 when E > 1,000: every env
+      starts with a PAS warm-up of 50 durations (50 E epochs; large-10k: 600k each).
+    """
+    E = epochs_per_duration(config)
+    common: dict[str, Any] = {
+        "gamma": "auto",
+        "horizon_durations": 1.0,
+        "clone_smoothing": 0.2,
+    }
+    if E <= LARGE_FARM_EPOCHS_PER_DURATION:
+        return common | {"n_envs": 16, "n_steps": 128, "batch_size": 128, "n_epochs": 10}
+    n_envs = 64 if E <= 1_000 else 16
+    return common | {
+        "n_envs": n_envs, "n_steps": 16_384 // n_envs, "batch_size": 4096, "n_epochs": 4,
+        "learning_rate": 1e-4, "pas_anchor": 1.0, "critic_warmup": 5,
+    }  # fmt: skip
 
 
 @dataclass
@@ -85,7 +131,7 @@ class LeanPPOConfig:
     lr_schedule: str = "linear"  # "linear" (to 0) or "constant"
     advantage: str = "discounted"  # "discounted" or "average"
     gamma: float | str = "auto"  # a number in (0, 1], or "auto" (see auto_gamma)
-    horizon_durations: float = 4.0
+    horizon_durations: float = 1.0  # the discount's horizon in mean job durations (recommended)
     gae_lambda: float = 0.95
     rho_tau: float = 0.1  # step of the running average reward (advantage="average")
     clip_range: float = 0.2
@@ -103,10 +149,23 @@ class LeanPPOConfig:
     eta_tau: float = 10_000.0
     warmup_epochs: int = -1  # -1: 50 mean job durations, >= 1000 (as train.py)
     env_parallel: bool = False
+    # PAS initialisation (clone_pas) and what follows it
+    clone_smoothing: float = 0.2  # label smoothing of the PAS targets (keeps entropy to explore)
+    clone_epochs: int = 20  # passes over the PAS states (fewer: a softer clone)
+    critic_warmup: int = 0  # first rollouts of learn() that fit only the value function
+    pas_anchor: float = 0.0  # weight of clone_loss to PAS's choices on the rollout's states
+    anchor_smoothing: float = 0.2  # the label smoothing of that anchor
     extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> LeanPPOConfig:
-        for name in ("n_envs", "n_steps", "batch_size", "n_epochs", "torch_threads"):
+        for name in (
+            "n_envs",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+            "torch_threads",
+            "clone_epochs",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.batch_size > self.n_envs * self.n_steps:
@@ -128,6 +187,16 @@ class LeanPPOConfig:
             raise ValueError(f"gae_lambda: must be in [0, 1], got {self.gae_lambda}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate: must be > 0, got {self.learning_rate}")
+        if not 0.0 <= self.clone_smoothing < 1.0:
+            raise ValueError(
+                f"clone_smoothing: must be in [0, 1) (0: a hard clone), got {self.clone_smoothing}"
+            )
+        if self.pas_anchor < 0:
+            raise ValueError(f"pas_anchor: must be >= 0 (0: off), got {self.pas_anchor}")
+        if not 0.0 <= self.anchor_smoothing < 1.0:
+            raise ValueError(f"anchor_smoothing: must be in [0, 1), got {self.anchor_smoothing}")
+        if int(self.critic_warmup) < 0:
+            raise ValueError(f"critic_warmup: must be >= 0 rollouts, got {self.critic_warmup}")
         return self
 
 
@@ -197,6 +266,24 @@ def ppo_losses(
         "approx_kl": kl,
         "clip_fraction": clipped,
     }
+
+
+def clone_loss(
+    logits: torch.Tensor, masks: torch.Tensor, actions: torch.Tensor, smoothing: float = 0.0
+) -> torch.Tensor:
+    """Cross-entropy of the masked policy against PAS's ``actions`` with label smoothing over
+    the *valid* actions: the target puts ``1 - smoothing`` on PAS's choice and spreads
+    ``smoothing`` uniformly over the n valid actions (PAS's included), so the fitted policy's
+    argmax is PAS's while it keeps probability on the others for PPO to explore (a hard clone
+    saturates the softmax: the policy gradient of a near-deterministic policy is ~0)."""
+    logp = torch.log_softmax(masked_logits(logits, masks), dim=-1)
+    n_valid = masks.sum(-1, keepdim=True).clamp(min=1)
+    target = masks.float() * (smoothing / n_valid)
+    target = target.scatter_add(
+        1, actions[:, None], torch.full_like(target[:, :1], 1.0 - smoothing)
+    )
+    # masked entries have target 0; their logp (~ -1e8) must not turn 0 x logp into noise
+    return -torch.where(masks, target * logp, torch.zeros_like(logp)).sum(-1).mean()
 
 
 def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -286,10 +373,13 @@ class LeanPPO:
         self.policy.set_training_mode(False)
         self.optimizer = self.policy.optimizer
         self.num_timesteps = 0
+        self.n_updates = 0  # updates done by learn() (critic_warmup counts them)
         self.rho = 0.0  # running average reward (advantage="average")
         self._rho_init = False
         self._obs: np.ndarray | None = None
         self.history: list[dict[str, float]] = []
+        # PAS itself, when the loss anchors the policy to its decisions (pas_anchor > 0)
+        self._pas = make_policy("pas", self.config, cfg.action_mode) if cfg.pas_anchor > 0 else None
         self._gen = torch.Generator().manual_seed(cfg.seed)
 
     # ---- the network ----------------------------------------------------------------------------
@@ -338,6 +428,9 @@ class LeanPPO:
             buf["actions"][t] = a
             buf["logp"][t] = lp.gather(1, a[:, None]).squeeze(1)
             buf["values"][t] = v
+            if self._pas is not None:  # PAS's choice in the same state, for the anchor
+                pa, _ = self._pas.predict(obs.numpy(), action_masks=mask.numpy())
+                buf["pas"][t] = torch.from_numpy(np.asarray(pa, dtype=np.int64))
             o, r, _, _, info = venv.step(a.numpy())
             buf["rewards"][t] = torch.from_numpy(r.astype(np.float32))
             work += float(info["work"].sum())
@@ -376,7 +469,13 @@ class LeanPPO:
             "logp": buf["logp"].reshape(n),
             "adv": adv.reshape(n),
             "ret": ret.reshape(n),
+            "pas": buf["pas"].reshape(n) if "pas" in buf else buf["actions"].reshape(n),
         }
+        # critic warm-up: after a PAS clone the value net is untrained, and advantages from it
+        # are noise that would push the policy away from PAS before it has learnt anything;
+        # the policy and value MLPs are separate, so a value-only loss leaves the policy as is
+        critic_only = self.n_updates < int(cfg.critic_warmup)
+        self.n_updates += 1
         self.policy.set_training_mode(True)
         stats: dict[str, list[float]] = {}
         for _ in range(cfg.n_epochs):
@@ -391,9 +490,24 @@ class LeanPPO:
                     logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
                     flat["ret"][idx], cfg.clip_range,
                 )  # fmt: skip
-                loss = (
-                    terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
-                )
+                if cfg.pas_anchor > 0:
+                    # a behaviour-cloning term on the rollout's own states: PPO's advantages on
+                    # a large farm are mostly noise (one decision among ~100 servers' events),
+                    # and normalised advantages turn that noise into unit-sized steps; the
+                    # anchor pulls the policy back to PAS except where the advantages agree
+                    terms["anchor"] = clone_loss(
+                        logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
+                    )
+                if critic_only:
+                    loss = cfg.vf_coef * terms["value"]
+                else:
+                    loss = (
+                        terms["policy"]
+                        + cfg.vf_coef * terms["value"]
+                        - cfg.ent_coef * terms["entropy"]
+                    )
+                    if cfg.pas_anchor > 0:
+                        loss = loss + cfg.pas_anchor * terms["anchor"]
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -401,7 +515,8 @@ class LeanPPO:
                 for k, val in terms.items():
                     stats.setdefault(k, []).append(float(val.detach()))
         self.policy.set_training_mode(False)
-        return {k: float(np.mean(v)) for k, v in stats.items()} | {"lr": lr, "rho": self.rho}
+        out = {k: float(np.mean(v)) for k, v in stats.items()}
+        return out | {"lr": lr, "rho": self.rho, "critic_only": float(critic_only)}
 
     def _buffer(self) -> dict[str, torch.Tensor]:
         T, N = self.cfg.n_steps, self.cfg.n_envs
@@ -414,7 +529,7 @@ class LeanPPO:
             "logp": torch.zeros(T, N),
             "values": torch.zeros(T, N),
             "rewards": torch.zeros(T, N),
-        }
+        } | ({"pas": torch.zeros(T, N, dtype=torch.int64)} if self._pas is not None else {})
 
     def learn(
         self,
@@ -444,10 +559,21 @@ class LeanPPO:
 
     # ---- PAS initialisation ---------------------------------------------------------------------
     def clone_pas(
-        self, n_steps: int = 4096, epochs: int = 20, batch_size: int = 1024, lr: float = 1e-3
+        self,
+        n_steps: int = 4096,
+        epochs: int | None = None,
+        batch_size: int = 1024,
+        lr: float = 1e-3,
+        smoothing: float | None = None,
     ) -> dict[str, float]:
-        """Behaviour cloning: fit the policy (cross-entropy on masked logits) to PAS's decisions
-        on ``n_steps`` states per env visited by PAS itself; returns the final accuracy."""
+        """Behaviour cloning: fit the policy (:func:`clone_loss` on masked logits) to PAS's
+        decisions on ``n_steps`` states per env visited by PAS itself. ``epochs`` and
+        ``smoothing`` default to ``cfg.clone_epochs`` and ``cfg.clone_smoothing``. Returns the
+        final accuracy (argmax = PAS), the mean probability of PAS's choice and the entropy."""
+        epochs = int(self.cfg.clone_epochs if epochs is None else epochs)
+        smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
         pas = make_policy("pas", self.config, self.cfg.action_mode)
         if self._obs is None:
             self._start()
@@ -469,13 +595,17 @@ class LeanPPO:
             for lo in range(0, n, batch_size):
                 idx = perm[lo : lo + batch_size]
                 logits, _ = self.forward(X[idx])
-                loss = F.cross_entropy(masked_logits(logits, M[idx]), Y[idx])
+                loss = clone_loss(logits, M[idx], Y[idx], smoothing)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
         with torch.no_grad():
             acc = float((self.predict_batch(X.numpy(), M.numpy()) == Y.numpy()).mean())
-        return {"accuracy": acc, "samples": n}
+            logp = torch.log_softmax(masked_logits(self.forward(X)[0], M), -1)
+            p = logp.exp()
+            ent = -torch.where(M, p * logp, torch.zeros_like(p)).sum(-1).mean()
+            p_pas = p.gather(1, Y[:, None]).mean()
+        return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, **sidecar: Any) -> Path:
@@ -492,7 +622,8 @@ class LeanPPO:
         cfg["net_arch"] = list(cfg["net_arch"])
         write_sidecar(
             p, self.config, self.cfg.action_mode, timesteps=self.num_timesteps,
-            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho, **sidecar,
+            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
+            n_updates=self.n_updates, **sidecar,
         )  # fmt: skip
         return p
 
@@ -517,5 +648,8 @@ class LeanPPO:
         trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())
         trainer.num_timesteps = int(meta.get("timesteps", saved.num_timesteps))
         trainer.rho = float(meta.get("rho", 0.0))
+        # a resumed run does not repeat its critic warm-up (files before n_updates: 1 per rollout)
+        per = int(meta["lean_ppo_config"]["n_steps"]) * int(meta["lean_ppo_config"]["n_envs"])
+        trainer.n_updates = int(meta.get("n_updates", trainer.num_timesteps // per))
         trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
         return trainer

@@ -7,11 +7,23 @@ of 4 mean job durations) against the average-reward (differential, no discount) 
 several seeds each, the deterministic policy's exact efficiency (CTMC) after every update. Also
 the starting efficiency of a random policy and of one cloned from PAS.
 
-``large``: the fast defaults on a simulated farm (paper-100): efficiency of the final policy
-against PAS with common random numbers (the same replication seeds), the paired gap's interval.
+``grid``: every point of a JSON grid of ``LeanPPOConfig`` fields (over ``SMALL_BASE``) on
+exactly solved farms (presets, or ``rand-SEED`` for ``envs.random_farm(SEED)``), random start or
+PAS clone, the exact efficiency after every update (share of PAS's gap to the optimum closed).
+
+``large``: a simulated farm (paper-100, large-10k): the best policy is selected during training
+on its own seeds, then the final and the best policy are measured against PAS on other seeds with
+common random numbers (the paired gap's interval), and the share of PAS's gap to the relaxation
+bound closed. ``--set`` overrides any ``LeanPPOConfig`` field.
 
     python -m experiments.lean_ppo_study criteria
-    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000
+    python -m experiments.lean_ppo_study grid --scenarios pas-gap:group --init pas \
+        --grid '{"n_epochs":10,"batch_size":128,"horizon_durations":[1,2,8]}' --steps 81920
+    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000 \
+        --set '{"horizon_durations":1,"learning_rate":1e-4,"pas_anchor":1.0,"critic_warmup":5}'
+
+The BENCHMARKS.md tables ("Learned efficiency", "Criteria and PAS initialisation") list the exact
+commands.
 """
 
 from __future__ import annotations
@@ -55,7 +67,9 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
         for adv in ("discounted", "average"):
             for init in ("random", "pas"):
                 for seed in range(ns.seeds):
-                    kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4}
+                    kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4,
+                          # the settings of its BENCHMARKS.md table (defaults before 2026-12-02)
+                          "horizon_durations": 4.0, "clone_smoothing": 0.0}  # fmt: skip
                     t = LeanPPO(config, action_mode=mode, advantage=adv, seed=seed, **kw)
                     start = {"random": _exact(t)}
                     if init == "pas":
@@ -80,8 +94,83 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+SMALL_BASE = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4}
+
+
+def _grid_points(grid: str) -> list[dict[str, Any]]:
+    """The cartesian product of a JSON ``{"field": [values, ...]}`` (a scalar: one value)."""
+    import itertools
+
+    spec = json.loads(grid)
+    keys = list(spec)
+    vals = [v if isinstance(v, list) else [v] for v in spec.values()]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*vals)]
+
+
+def grid(ns: argparse.Namespace) -> dict[str, Any]:
+    """Every point of ``--grid`` (LeanPPOConfig fields over SMALL_BASE) on every exactly
+    solvable ``scenario:mode``, ``--seeds`` seeds, ``--init`` random or a PAS clone; the exact
+    efficiency of the deterministic policy after every update, and the share of PAS's gap to
+    the optimum closed (final, best, mean of the last quarter)."""
+    from agents.lean_ppo import LeanPPO
+    from envs.scenarios import load_scenario, random_farm
+    from evaluation.measure import pas_efficiency
+    from evaluation.references import optimum_solution
+
+    out: dict[str, Any] = {}
+    for spec in ns.scenarios.split(","):
+        scen, mode = spec.split(":")
+        config = random_farm(int(scen[5:])) if scen.startswith("rand-") else load_scenario(scen)
+        pas = pas_efficiency(config).efficiency
+        sol, _ = optimum_solution(config)
+        opt = float(sol.value)
+
+        def closed(e: float, pas: float = pas, opt: float = opt) -> float:
+            return (e - pas) / (opt - pas) if opt > pas else float("nan")
+
+        res: dict[str, Any] = {"pas": pas, "optimum": opt, "runs": []}
+        for point in _grid_points(ns.grid):
+            for seed in range(ns.seed0, ns.seed0 + ns.seeds):
+                kw = SMALL_BASE | point
+                t = LeanPPO(config, action_mode=mode, seed=seed, **kw)
+                c0 = time.process_time()
+                clone = t.clone_pas(n_steps=ns.clone_steps) if ns.init == "pas" else {}
+                start = _exact(t)
+                curve: list[tuple[int, float]] = []
+                t.learn(ns.steps, callback=lambda tr, c=curve: c.append(
+                    (tr.num_timesteps, _exact(tr))))  # fmt: skip
+                effs = np.array([e for _, e in curve])
+                q = effs[-max(1, len(effs) // 4) :]
+                run = {
+                    "point": point, "seed": seed, "init": ns.init, "clone": clone,
+                    "start": start, "final": effs[-1], "best": effs.max(), "last_q": q.mean(),
+                    "closed_final": closed(effs[-1]), "closed_best": closed(effs.max()),
+                    "closed_last_q": closed(q.mean()), "gap_opt_final_pct":
+                    100 * (opt - effs[-1]) / opt, "curve": curve,
+                    "cpu_s": time.process_time() - c0,
+                }  # fmt: skip
+                res["runs"].append(run)
+                print(
+                    f"{spec} {json.dumps(point)} init={ns.init} seed={seed} "
+                    f"start={closed(start):+.2f} final={run['closed_final']:+.2f} "
+                    f"best={run['closed_best']:+.2f} lastq={run['closed_last_q']:+.2f} "
+                    f"(gap to opt {run['gap_opt_final_pct']:.3f}%, {run['cpu_s']:.0f} CPU-s)",
+                    flush=True,
+                )
+        out[spec] = res
+    return out
+
+
 def large(ns: argparse.Namespace) -> dict[str, Any]:
+    """Train on a simulated farm; every ``--eval-every`` rollouts a selection evaluation
+    (``--select-reps`` x ``--eval-epochs``, seeds 8,000,000+) keeps the best policy; the final
+    and the best policy are then measured against PAS on *other* seeds (``--final-reps`` x
+    ``--final-epochs``, 7,000,000+, common random numbers): no selection bias in the reported
+    paired gap. Also the share of PAS's gap to the relaxation bound closed."""
+    import copy
+
     from agents.lean_ppo import LeanPPO, numpy_predictor
+    from baselines.bounds import relaxation_bound
     from baselines.registry import make_policy
     from envs.scenarios import load_scenario
     from evaluation.stats import paired_gap_pct
@@ -90,29 +179,57 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     config = load_scenario(ns.scenario)
     mode = "group"
     kw = {"n_envs": 64, "n_steps": 256, "batch_size": ns.batch_size, "n_epochs": ns.n_epochs}
+    kw |= json.loads(ns.set)
     t = LeanPPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
-    ev = {"n_epochs": ns.eval_epochs, "replications": 64, "seed": 7_000_000}
-    pas = vector_efficiency(make_policy("pas", config, mode), config, mode, **ev)
-    rnd = vector_efficiency(numpy_predictor(t.policy), config, mode, **ev)
-    report: dict[str, Any] = {"pas": pas.as_dict(), "random_init": rnd.as_dict()}
+    sel = {"n_epochs": ns.eval_epochs, "replications": ns.select_reps, "seed": 8_000_000}
+    fin_ev = {"n_epochs": ns.final_epochs, "replications": ns.final_reps, "seed": 7_000_000}
+    pas_pol = make_policy("pas", config, mode)
+    pas = vector_efficiency(pas_pol, config, mode, **fin_ev)
+    pas_sel = vector_efficiency(pas_pol, config, mode, **sel).efficiency
+    bound = float(relaxation_bound(config).efficiency)
+    report: dict[str, Any] = {"settings": kw, "pas": pas.as_dict(), "bound": bound}
     if ns.init == "pas":
         report["clone"] = t.clone_pas(n_steps=256)
-        report["pas_init"] = vector_efficiency(
-            numpy_predictor(t.policy), config, mode, **ev
-        ).as_dict()
+    best = {"eff": -1.0, "state": None, "timesteps": 0}
+    curve: list[tuple[int, float]] = []
+
+    def select(tr: LeanPPO) -> None:
+        if len(tr.history) % ns.eval_every:
+            return
+        e = vector_efficiency(numpy_predictor(tr.policy), config, mode, **sel).efficiency
+        curve.append((tr.num_timesteps, e))
+        if e > best["eff"]:
+            best.update(
+                eff=e, state=copy.deepcopy(tr.policy.state_dict()), timesteps=tr.num_timesteps
+            )
+
     c0, w0 = time.process_time(), time.perf_counter()
-    t.learn(ns.steps)
+    select(t)  # the start (PAS clone or random) competes too
+    t.learn(ns.steps, callback=select)
     report["train_cpu_s"], report["train_wall_s"] = (
         time.process_time() - c0,
         time.perf_counter() - w0,
     )
-    fin = vector_efficiency(numpy_predictor(t.policy), config, mode, **ev)
-    report["final"] = fin.as_dict()
-    report["paired_gap_to_pas_pct"] = paired_gap_pct(fin.per_replication, pas.per_replication)
+    report["selection_curve"] = curve
+    report["selection_pas"] = pas_sel
+    for name in ("final", "best"):
+        if name == "best":
+            t.policy.load_state_dict(best["state"])
+        est = vector_efficiency(numpy_predictor(t.policy), config, mode, **fin_ev)
+        gap = paired_gap_pct(est.per_replication, pas.per_replication)
+        report[name] = est.as_dict() | {
+            "paired_gap_to_pas_pct": gap,
+            # from the paired gap (PAS's own estimate is noisier than the difference)
+            "bound_gap_closed": float(gap["mean"])
+            / (100 * (bound - pas.efficiency) / pas.efficiency),
+        }
+    report["best"]["timesteps"] = best["timesteps"]
     report["gamma"] = t.gamma
     report["steps"] = t.num_timesteps
     report["train_efficiency_last"] = [h["efficiency"] for h in t.history[-5:]]
-    print(json.dumps(report, indent=1, default=float))
+    print(json.dumps({k: v for k, v in report.items() if k != "selection_curve"}, default=float))
+    for k, e in curve:
+        print(f"  {k:>9,d} {100 * (e - pas_sel) / pas_sel:+.3f}% vs PAS (selection seeds)")
     return report
 
 
@@ -131,14 +248,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--advantage", default="discounted")
     g.add_argument("--init", default="pas", choices=("pas", "random"))
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--eval-epochs", type=int, default=2_500)
+    g.add_argument("--eval-epochs", type=int, default=5_000)
+    g.add_argument("--select-reps", type=int, default=32)
+    g.add_argument("--eval-every", type=int, default=10, help="rollouts between selections")
+    g.add_argument("--final-epochs", type=int, default=20_000)
+    g.add_argument("--final-reps", type=int, default=64)
     g.add_argument("--batch-size", type=int, default=4096)
     g.add_argument("--n-epochs", type=int, default=4)
-    for q in (c, g):
+    g.add_argument("--set", default="{}", help="JSON of LeanPPOConfig fields (override)")
+    r = sub.add_parser("grid")
+    r.add_argument("--scenarios", default="pas-gap:group,tiny:server")
+    r.add_argument("--grid", default="{}", help='JSON {"field": [values]} over SMALL_BASE')
+    r.add_argument("--init", default="random", choices=("pas", "random"))
+    r.add_argument("--steps", type=int, default=40_960)
+    r.add_argument("--seeds", type=int, default=2)
+    r.add_argument("--seed0", type=int, default=0)
+    r.add_argument("--clone-steps", type=int, default=256)
+    for q in (c, g, r):
         q.add_argument("--json", default=None)
     ns = p.parse_args(argv)
     torch.set_num_threads(1)
-    rep = criteria(ns) if ns.study == "criteria" else large(ns)
+    rep = {"criteria": criteria, "large": large, "grid": grid}[ns.study](ns)
     if ns.json:
         Path(ns.json).write_text(json.dumps(rep, indent=1, default=float) + "\n")
     return rep
