@@ -4,9 +4,8 @@ built-in dispatchers (priority table, uniform random)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from envs.kernels.intrinsics import JIT
+from envs.kernels.cache import kernel_njit
 from envs.kernels.layout import COST, CRATE, ENERGY, NO_SERVER, PRATE, WORK, WRATE, T
 from envs.kernels.level_sets import level_min
 
@@ -14,9 +13,12 @@ from envs.kernels.level_sets import level_min
 POLICY_EXTERNAL = 0  # stop at the next decision epoch and let the caller decide
 POLICY_PRIORITY = 1  # priority table over (group, level); ties to the smallest server index
 POLICY_RANDOM = 2  # uniform over the available non-full servers
+# ``max_blocked`` of the event loops when the caller needs the loop to finish (the env step and
+# its warm-up: one compiled call); FarmSimulator passes a finite budget (Ctrl-C between calls)
+NO_BLOCK_LIMIT = 1 << 62
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _integrate(fs, dt):
     fs[WORK] += fs[WRATE] * dt
     fs[ENERGY] += fs[PRATE] * dt
@@ -24,7 +26,7 @@ def _integrate(fs, dt):
     fs[T] += dt
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _next_boundary(t, length):
     """The first interval boundary m * length strictly after t. ``(floor(t / L) + 1) * L`` alone
     can equal t when t is itself a boundary whose quotient rounds down (``(3 * 0.7) / 0.7 < 3``),
@@ -37,7 +39,7 @@ def _next_boundary(t, length):
     return b
 
 
-@njit(**JIT)
+@kernel_njit()
 def recompute_rates(occ, server_group, mu, pw, price, fs):
     """Recompute W, P, C from scratch (removes floating drift; called at kernel entry)."""
     w = 0.0
@@ -54,7 +56,7 @@ def recompute_rates(occ, server_group, mu, pw, price, fs):
     fs[CRATE] = c
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
     for q in range(jg_ptr[j], jg_ptr[j + 1]):
         k = jg_idx[q]
@@ -63,7 +65,7 @@ def has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
     return False
 
 
-@njit(**JIT)
+@kernel_njit()
 def level_constant(table, buffers):
     """True when ``table[k, b]`` is the same for every level b < B_k of every group (PAS and any
     other group-priority table): the priority pick then needs only the non-full sets."""
@@ -74,7 +76,7 @@ def level_constant(table, buffers):
     return True
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def pick_priority_kb(j, table, levelconst, jg_ptr, jg_idx, buffers, hsize, sets, sv, occ):
     """``(server, group, level)`` maximising ``table[k, level]`` among j's non-full available
     servers, ties to the smallest index; (-1, -1, -1) when they are all full (``sv``: the
@@ -113,7 +115,7 @@ def pick_priority_kb(j, table, levelconst, jg_ptr, jg_idx, buffers, hsize, sets,
     return best_s, best_k, best_b
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_count):
     """As :func:`pick_random`, returning ``(server, group, level)``."""
     total = 0
@@ -133,7 +135,7 @@ def pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_c
     return -1, -1, -1
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _pick_type(crates_row, rng):
     total = crates_row[crates_row.shape[0] - 1]
     u = rng.random() * total
@@ -148,7 +150,7 @@ def _pick_type(crates_row, rng):
     return J - 1
 
 
-@njit(**JIT)
+@kernel_njit()
 def sample_size(code, p1, p2, rng):
     """One job size with mean 1 (codes as envs.config.DISTRIBUTIONS)."""
     if code == 0:  # exponential
@@ -167,7 +169,7 @@ def sample_size(code, p1, p2, rng):
     return p2 / (1.0 - rng.random()) ** (1.0 / p1)
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _choose(policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
             group_count, sets, sv, occ):  # fmt: skip
     """(server, group, level) chosen by the built-in ``policy`` for a type-j job."""

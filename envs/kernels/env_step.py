@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from envs.kernels.dispatch import POLICY_EXTERNAL, pick_priority_kb
-from envs.kernels.intrinsics import JIT, as2d, borrow
+from envs.kernels.cache import kernel_njit
+from envs.kernels.dispatch import NO_BLOCK_LIMIT, POLICY_EXTERNAL, pick_priority_kb
+from envs.kernels.intrinsics import as2d, borrow
 from envs.kernels.layout import (
     COST,
     E_A,
@@ -83,9 +84,10 @@ from envs.kernels.layout import (
     X_TRUNC,
     X_WORK,
     T,
+    set_views,
     unpack,
 )
-from envs.kernels.level_sets import level_min, set_views
+from envs.kernels.level_sets import level_min
 from envs.kernels.packed import _assign, _loop, packed_reset, packed_resum, packed_rng
 
 # A step assigns the action, simulates to the next decision epoch and computes the reward, the
@@ -119,14 +121,14 @@ WARMUP_CHUNK = 1_000_000  # FarmSimulator.run's chunk (re-sum points must match 
 RESUM_STEPS = 65_536
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _eta(eib, efb):
     if eib[E_RUNNING] == 0:
         return efb[EF_FIXETA]
     return efb[EF_ETAW] / efb[EF_ETAE] if efb[EF_ETAE] > 0 else 0.0
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _observe(u, eib, efb, obs, mask):
     """Mask and observation at the pending decision epoch (as ServerFarmEnv's Python code)."""
     j = u[U_ISC][PENDING]
@@ -168,7 +170,7 @@ def _observe(u, eib, efb, obs, mask):
     eib[E_JOB] = j
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _info(u, eib, efb, out, work, energy, cost, invalid):
     """The numbers of ``info`` (SimStats since the episode start, same float operations)."""
     fs, cnt = u[U_FS], u[U_CNT]
@@ -200,7 +202,7 @@ def _info(u, eib, efb, out, work, energy, cost, invalid):
     out[X_JOB] = eib[E_JOB]
 
 
-@njit(**JIT)
+@kernel_njit()
 def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     """ServerFarmEnv.reset after the Generator is set: empty farm, warm-up, first epoch."""
     packed_reset(ib, fb)
@@ -212,7 +214,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     while remaining > 0:  # FarmSimulator.run: chunks, each re-summing the rates first
         chunk = min(remaining, WARMUP_CHUNK)
         packed_resum(u)
-        _loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk)
+        _loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk, NO_BLOCK_LIMIT)
         remaining -= chunk
     fs, cnt = u[U_FS], u[U_CNT]
     efb[EF_BT] = fs[T]
@@ -226,14 +228,14 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     eib[E_STEPS] = 0
     eib[E_DONE] = 0
     packed_resum(u)  # FarmSimulator.next_epoch
-    _loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1)
+    _loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1, NO_BLOCK_LIMIT)
     _observe(u, eib, efb, obs, mask)
     out[X_REWARD] = 0.0
     out[X_TRUNC] = 0.0
     _info(u, eib, efb, out, 0.0, 0.0, 0.0, False)
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _fallback(u, eib, efb):
     """Where PAS would send the job (highest mu/(eps-eps0), ties to the smallest server), as an
     action: the smallest-index non-full server of the most efficient available group (one read
@@ -250,7 +252,7 @@ def _fallback(u, eib, efb):
     return eib[eib[EO_LOFF] + k] + b
 
 
-@njit(**JIT)
+@kernel_njit()
 def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     """ServerFarmEnv.step; returns OK or INVALID_RAISE (nothing changed then)."""
     u = unpack(ib, fb)
@@ -276,7 +278,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     t0 = fs[T]
     if eib[E_STEPS] > 0 and eib[E_STEPS] % max(RESUM_STEPS, ib[H_S]) == 0:
         packed_resum(u)
-    _loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1)
+    _loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1, NO_BLOCK_LIMIT)
     work = fs[WORK] - w0
     energy = fs[ENERGY] - e0
     cost = fs[COST] - c0
@@ -296,7 +298,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     return OK
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _split(ibuf, fbuf):
     """(ib, fb, eib, efb, out) views of an env's merged buffers (borrowed, see kernels.borrow)."""
     ibuf = borrow(ibuf)
@@ -309,7 +311,7 @@ def _split(ibuf, fbuf):
     return ibuf[:ilen], fbuf[:flen], eib, efb, efb[o : o + N_OUT + ibuf[H_J]]
 
 
-@njit(**JIT)
+@kernel_njit()
 def vec_reset(IBUF, FBUF, OBS, MASK, which, tag):
     """Reset the envs with ``which[e]`` True (Generators already set). A single env is a batch of
     one: ServerFarmEnv uses these two entry points too (one compiled path, compiled once)."""
@@ -319,7 +321,7 @@ def vec_reset(IBUF, FBUF, OBS, MASK, which, tag):
             _reset_one(ib, fb, eib, efb, OBS[e], MASK[e], out, tag)
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _vec_step_env(IBUF, FBUF, OBS, MASK, actions, codes, tag, e):
     """Step env ``e`` of a batch (see :func:`vec_step`); returns 1 if its action was refused."""
     ib, fb, eib, efb, out = _split(IBUF[e], FBUF[e])
@@ -335,7 +337,7 @@ def _vec_step_env(IBUF, FBUF, OBS, MASK, actions, codes, tag, e):
 # Two functions, not ``njit(parallel=True)`` applied to the same Python function: numba's disk
 # cache keys a function by its name and line, not its compile options, so the parallel
 # dispatcher used to load the serial machine code from the cache and never ran threads.
-@njit(**JIT)
+@kernel_njit()
 def vec_step(IBUF, FBUF, OBS, MASK, actions, codes, tag):
     """Step every env: ``codes[e]`` is OK or INVALID_RAISE (env e unchanged); returns how many
     were refused. Next-step autoreset: an env whose episode ended at the previous step resets
@@ -346,7 +348,7 @@ def vec_step(IBUF, FBUF, OBS, MASK, actions, codes, tag):
     return refused
 
 
-@njit(parallel=True, **JIT)
+@kernel_njit(parallel=True)
 def vec_step_parallel(IBUF, FBUF, OBS, MASK, actions, codes, tag):
     """:func:`vec_step` with the envs spread over numba's thread pool (``prange``)."""
     refused = 0

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from envs.kernels.cache import kernel_njit
 from envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
@@ -17,7 +17,7 @@ from envs.kernels.dispatch import (
     pick_priority_kb,
     recompute_rates,
 )
-from envs.kernels.intrinsics import JIT, borrow
+from envs.kernels.intrinsics import borrow
 from envs.kernels.layout import (
     COST,
     CRATE,
@@ -30,17 +30,18 @@ from envs.kernels.layout import (
     WORK,
     WRATE,
     T,
+    set_views,
 )
-from envs.kernels.level_sets import move_between_levels, move_server, set_views
+from envs.kernels.level_sets import move_between_levels, move_server
 
 
 # inlined (numba IR) into each caller: the env step runs it for one epoch at a time, and a call
 # with ~20 array arguments cost ~100 ns per step (a sixth of a vector-env step); inlined, the
 # step's constant policy and epoch count also prune the dispatcher code it does not use.
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def loop_exponential(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, rng, policy, table, n_epochs,
+    occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, rng, policy, table, n_epochs, max_blocked,
 ):  # fmt: skip
     """Simulate (exponential job sizes: a server at level n finishes a job at rate mu(n), PS and
     memoryless) until ``n_epochs`` decision epochs have been dispatched by the built-in
@@ -48,6 +49,13 @@ def loop_exponential(
     the next decision epoch (time advanced to the arrival, integrals up to it) and leaves the
     job type in ``isc[PENDING]``. Continues from the rates W, P, C in ``fs`` (the caller re-sums
     them when it wants, see :func:`recompute_rates`), so a step costs no O(S) work.
+
+    It also returns (early, fewer dispatched) after ``max_blocked`` blocked arrivals, so that one
+    call on a farm that blocks almost everything stays short and the caller can loop in Python,
+    where Ctrl-C is seen (blocked arrivals are not epochs: without a bound a call could process
+    unboundedly many events). The state is then exactly that of the uninterrupted loop at that
+    event, so calling again (without a re-sum) continues the same trajectory bit for bit. The
+    counter sits on the blocked-arrival path only, never per event.
 
     The clock, integrals and rates live in local variables during the loop (registers, not
     memory: ~15% faster) and are written back to ``fs`` on return; the arithmetic is the same
@@ -105,11 +113,17 @@ def loop_exponential(
                 )
                 if s < 0:
                     cnt[2, j] += 1
+                    max_blocked -= 1
+                    if max_blocked <= 0:
+                        break
                     continue
                 isc[EPOCHS] += 1
             else:
                 if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
                     cnt[2, j] += 1
+                    max_blocked -= 1
+                    if max_blocked <= 0:
+                        break
                     continue
                 isc[EPOCHS] += 1
                 if policy == POLICY_EXTERNAL:
@@ -161,7 +175,7 @@ def loop_exponential(
     return done
 
 
-@njit(**JIT)
+@kernel_njit()
 def assign_exponential(
     s, j, server_group, mu, pw, prices, occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt
 ):

@@ -4,8 +4,8 @@ clocks, see the package docstring)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from envs.kernels.cache import kernel_njit
 from envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
@@ -18,12 +18,21 @@ from envs.kernels.dispatch import (
     recompute_rates,
     sample_size,
 )
-from envs.kernels.intrinsics import JIT, borrow
-from envs.kernels.layout import DEPARTURES, DHEAP_SIZE, EPOCHS, INTERVAL, NEXT_ARR, PENDING, T
-from envs.kernels.level_sets import move_server, set_views
+from envs.kernels.intrinsics import borrow
+from envs.kernels.layout import (
+    DEPARTURES,
+    DHEAP_SIZE,
+    EPOCHS,
+    INTERVAL,
+    NEXT_ARR,
+    PENDING,
+    T,
+    set_views,
+)
+from envs.kernels.level_sets import move_server
 
 
-@njit(**JIT)
+@kernel_njit()
 def _dheap_up(dheap, dpos, dkey, i):
     x = dheap[i]
     kx = dkey[x]
@@ -39,7 +48,7 @@ def _dheap_up(dheap, dpos, dkey, i):
     dpos[x] = i
 
 
-@njit(**JIT)
+@kernel_njit()
 def _dheap_down(dheap, dpos, dkey, size, i):
     x = dheap[i]
     kx = dkey[x]
@@ -60,7 +69,7 @@ def _dheap_down(dheap, dpos, dkey, size, i):
     dpos[x] = i
 
 
-@njit(**JIT)
+@kernel_njit()
 def _dheap_update(s, key, dheap, dpos, dkey, isc):
     """Insert, re-key or (key = inf) remove server s in the departure heap."""
     size = isc[DHEAP_SIZE]
@@ -89,7 +98,7 @@ def _dheap_update(s, key, dheap, dpos, dkey, isc):
         _dheap_down(dheap, dpos, dkey, isc[DHEAP_SIZE], dpos[s])
 
 
-@njit(**JIT)
+@kernel_njit()
 def _refresh_server(s, k, t, occ, mu, vwork, tlast, jobs, dheap, dpos, dkey, isc):
     """Bring s's virtual clock to time t (occupancy unchanged since tlast)."""
     n = occ[s]
@@ -98,7 +107,7 @@ def _refresh_server(s, k, t, occ, mu, vwork, tlast, jobs, dheap, dpos, dkey, isc
     tlast[s] = t
 
 
-@njit(**JIT)
+@kernel_njit()
 def _reschedule(s, k, t, occ, mu, vwork, jobs, dheap, dpos, dkey, isc):
     n = occ[s]
     if n == 0:
@@ -115,7 +124,7 @@ def _reschedule(s, k, t, occ, mu, vwork, jobs, dheap, dpos, dkey, isc):
     _dheap_update(s, t + rem * n / mu[k, n], dheap, dpos, dkey, isc)
 
 
-@njit(**JIT)
+@kernel_njit()
 def _general_accept(s, j, t, server_group, mu, pw, price, dist, dparams, occ, hdata, hpos, hbase,
                     hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
     k = server_group[s]
@@ -127,13 +136,14 @@ def _general_accept(s, j, t, server_group, mu, pw, price, dist, dparams, occ, hd
     cnt[1, j] += 1
 
 
-@njit(**JIT)
+@kernel_njit()
 def loop_general(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
     dist, dparams, occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap,
-    dpos, dkey, rng, policy, table, n_epochs,
+    dpos, dkey, rng, policy, table, n_epochs, max_blocked,
 ):  # fmt: skip
-    """As :func:`loop_exponential`, for any job-size distribution (exact PS)."""
+    """As :func:`loop_exponential`, for any job-size distribution (exact PS); also returns after
+    ``max_blocked`` blocked arrivals (the state is kept in ``fs``, so a new call continues)."""
     # borrowed arrays: the views and inlined helpers below then do no reference counting
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
@@ -188,6 +198,9 @@ def loop_general(
         cnt[0, j] += 1
         if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
             cnt[2, j] += 1
+            max_blocked -= 1
+            if max_blocked <= 0:
+                return done
             continue
         isc[EPOCHS] += 1
         if policy == POLICY_EXTERNAL:
@@ -205,7 +218,7 @@ def loop_general(
             return done
 
 
-@njit(**JIT)
+@kernel_njit()
 def assign_general(s, j, server_group, mu, pw, prices, dist, dparams, occ, hdata, hpos, hbase,
                    hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap, dpos, dkey, rng):  # fmt: skip
     price = prices[isc[INTERVAL]]

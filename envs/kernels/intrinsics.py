@@ -10,13 +10,6 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-# every compiled function of the package: cached on disk (see envs.kernels.cache) and nogil
-JIT = {"cache": True, "nogil": True}
-# overloads are compiled inside their (cached) callers, after the cache directory is restored:
-# caching them would put them in numba's default place, keyed by their own file only
-OVERLOAD_JIT = {"nogil": True}
-RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
-
 
 @intrinsic
 def generator_from_pointers(typingctx, ptrs):

@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from envs.kernels.intrinsics import JIT, as2d, borrow
-from envs.kernels.layout import (
-    CRATE,
-    NO_SERVER,
-    PRATE,
-    S_BUF,
-    S_C,
-    S_GOFF,
-    S_K,
-    S_LM,
-    S_LVOFF,
-    S_NFMIN,
-    S_NLEV,
-    S_TBASE,
-    WRATE,
-)
+from envs.kernels.cache import kernel_njit
+from envs.kernels.layout import CRATE, NO_SERVER, PRATE, WRATE, set_views
 
 # Each (group, level) set is kept twice, because the two questions asked of it need different
 # structures:
@@ -47,24 +32,7 @@ from envs.kernels.layout import (
 # server of the group) | buffers[K] | the tree words.
 
 
-@njit(inline="always", **JIT)
-def set_views(sets):
-    """(nfmin, tbase, nlev, lvoff, goff, buffers) views of a ``sets`` array (borrowed)."""
-    sets = borrow(sets)
-    K = sets[S_K]
-    C = sets[S_C]
-    LM = sets[S_LM]
-    return (
-        sets[sets[S_NFMIN] : sets[S_NFMIN] + K],
-        as2d(sets[sets[S_TBASE] : sets[S_TBASE] + K * C], K, C),
-        sets[sets[S_NLEV] : sets[S_NLEV] + K],
-        as2d(sets[sets[S_LVOFF] : sets[S_LVOFF] + K * LM], K, LM),
-        sets[sets[S_GOFF] : sets[S_GOFF] + K],
-        sets[sets[S_BUF] : sets[S_BUF] + K],
-    )
-
-
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _tree_set(sets, base, lo, nlev, i):
     """Add local index i to the tree at ``base`` (level offsets ``lo``)."""
     if nlev == 1:  # a group of <= 64 servers: one word (a measured 2-3 ns per event saved)
@@ -79,7 +47,7 @@ def _tree_set(sets, base, lo, nlev, i):
         i >>= 6
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _tree_clear(sets, base, lo, nlev, i):
     """Remove local index i from the tree at ``base``."""
     if nlev == 1:
@@ -94,7 +62,7 @@ def _tree_clear(sets, base, lo, nlev, i):
         i >>= 6
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def _tree_first(sets, base, lo, nlev):
     """Smallest local index in the tree at ``base``, or -1 if it is empty."""
     if nlev == 1:
@@ -109,14 +77,14 @@ def _tree_first(sets, base, lo, nlev):
     return i
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def level_min(sets, tbase, lvoff, nlev, goff, k, b):
     """Smallest server of group k at level b (column b of the trees), NO_SERVER if none."""
     f = _tree_first(sets, tbase[k, b], lvoff[k], nlev[k])
     return goff[k] + f if f >= 0 else NO_SERVER
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, nfmin, tbase, nlev, lvoff,
                         goff, sbuf):  # fmt: skip
     """Move server s of group k from level b's sets to level nb's (b != nb), and into or out of
@@ -151,7 +119,7 @@ def move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, nfmin, tba
             nfmin[k] = s
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def move_server(s, k, b, nb, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price, fs):
     """Move server s of group k from level b to level nb, keeping the sets and rates exact."""
     nfmin, tbase, nlev, lvoff, goff, sbuf = set_views(sets)

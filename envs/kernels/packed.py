@@ -4,13 +4,14 @@ re-sum, reset and checks (what ``FarmSimulator`` calls)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
+from envs.kernels.cache import OVERLOAD_JIT, kernel_njit
 from envs.kernels.dispatch import recompute_rates
 from envs.kernels.exponential import assign_exponential, loop_exponential
 from envs.kernels.general import assign_general, loop_general
-from envs.kernels.intrinsics import JIT, OVERLOAD_JIT, RNG_PTRS, borrow, generator_from_pointers
+from envs.kernels.intrinsics import borrow, generator_from_pointers
 from envs.kernels.layout import (
     H_NSET,
     H_S,
@@ -24,6 +25,7 @@ from envs.kernels.layout import (
     O_SETS,
     O_SG,
     PENDING,
+    RNG_PTRS,
     S_WORDS,
     U_BUF,
     U_CNT,
@@ -52,12 +54,13 @@ from envs.kernels.layout import (
     U_SG,
     U_TLAST,
     U_VWORK,
+    set_views,
     unpack,
 )
-from envs.kernels.level_sets import _tree_set, level_min, set_views
+from envs.kernels.level_sets import _tree_set, level_min
 
 
-@njit(**JIT)
+@kernel_njit()
 def packed_level_min(ib, k, b):
     """:func:`level_min` of a packed simulator (Python side)."""
     sets = borrow(ib)[ib[O_SETS] : ib[O_SETS] + ib[H_NSET]]
@@ -65,7 +68,7 @@ def packed_level_min(ib, k, b):
     return level_min(sets, tbase, lvoff, nlev, goff, k, b)
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def packed_rng(ib):
     """The simulator's Generator (from the pointers stored in ``ib``)."""
     return generator_from_pointers(borrow(ib)[ib[O_RNG] : ib[O_RNG] + RNG_PTRS])
@@ -85,30 +88,30 @@ def kind_tag(general: bool) -> int | float:
     return GENERAL_TAG if general else EXPONENTIAL_TAG
 
 
-def _loop(tag, ib, u, rng, policy, table, n_epochs):
+def _loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
     """The event loop of an unpacked simulator ``u`` (no re-sum), selected by ``tag``'s type."""
     raise NotImplementedError  # compiled versions below
 
 
 @overload(_loop, jit_options=OVERLOAD_JIT)
-def _ol_loop(tag, ib, u, rng, policy, table, n_epochs):
+def _ol_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
     if isinstance(tag, types.Integer):
 
-        def exponential(tag, ib, u, rng, policy, table, n_epochs):
+        def exponential(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
             return loop_exponential(
                 u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR],
                 u[U_PR], u[U_IVL], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE],
-                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs,
+                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs, max_blocked,
             )  # fmt: skip
 
         return exponential
 
-    def general(tag, ib, u, rng, policy, table, n_epochs):
+    def general(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
         return loop_general(
             u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR], u[U_PR],
             u[U_IVL], u[U_DIST], u[U_DPAR], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE],
             u[U_HSIZE], u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST],
-            u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs,
+            u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs, max_blocked,
         )  # fmt: skip
 
     return general
@@ -142,30 +145,31 @@ def _ol_assign(tag, ib, u, s):
     return general
 
 
-@njit(inline="always", **JIT)
+@kernel_njit(inline="always")
 def packed_resum(u):
     """Re-sum W, P, C over all servers (O(S); what every ``run_*`` entry does)."""
     recompute_rates(u[U_OCC], u[U_SG], u[U_MU], u[U_PW], u[U_PR][u[U_ISC][INTERVAL]], u[U_FS])
 
 
-@njit(**JIT)
-def packed_run(ib, fb, policy, table, n_epochs, resum, tag):
+@kernel_njit()
+def packed_run(ib, fb, policy, table, n_epochs, resum, tag, max_blocked):
     """The event loop (:func:`loop_exponential` / :func:`loop_general`, by ``tag``) of a packed
     simulator (``resum``: re-sum the rates over all servers first; False continues from the
-    incremental rates)."""
+    incremental rates). Returns the epochs dispatched: fewer than ``n_epochs`` when it stopped
+    after ``max_blocked`` blocked arrivals (call again with ``resum`` False to continue)."""
     u = unpack(ib, fb)
     if resum:
         packed_resum(u)
-    return _loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs)
+    return _loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs, max_blocked)
 
 
-@njit(**JIT)
+@kernel_njit()
 def packed_assign(ib, fb, s, tag):
     """Put the pending job on server ``s`` (validity is the caller's job)."""
     _assign(tag, ib, unpack(ib, fb), s)
 
 
-@njit(**JIT)
+@kernel_njit()
 def can_take(ib, s, j):
     """True when server ``s`` exists, is available to type ``j`` and is not full (O(|K_j|))."""
     if s < 0 or s >= ib[H_S]:
@@ -180,7 +184,7 @@ def can_take(ib, s, j):
     return False
 
 
-@njit(**JIT)
+@kernel_njit()
 def packed_reset(ib, fb):
     """Empty farm at time 0 with zeroed counters (what ``FarmSimulator.reset`` does)."""
     u = unpack(ib, fb)
