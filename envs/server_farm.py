@@ -256,6 +256,7 @@ class ServerFarmEnv(gym.Env):
         self._MASK = np.zeros((1, self.action_space.n), dtype=bool)
         self._act = np.zeros(1, dtype=np.int64)
         self._codes = np.zeros(1, dtype=np.int64)
+        self._tag = self.sim.kind_tag  # fixed per farm; an attribute read on the hot path
         self._bind_buffers()
         self._eta_initialised = False
         self._started = False
@@ -355,7 +356,7 @@ class ServerFarmEnv(gym.Env):
         if self.sim.rng is not self.np_random:
             self.sim.rng = self.np_random  # one random stream: the env's own generator
         # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
-        kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self.sim.kind_tag)
+        kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self._tag)
         self._started = True
         if self.render_mode is not None:
             self._after_transition(None)
@@ -375,7 +376,7 @@ class ServerFarmEnv(gym.Env):
         self._act[0] = action
         decision = chosen(self, int(self._act[0])) if self.render_mode is not None else None
         if kn.vec_step(
-            self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim.kind_tag
+            self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self._tag
         ):
             raise ValueError(
                 f"action {action} is masked out for job type {self._job} (a full or "

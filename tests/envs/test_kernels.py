@@ -49,8 +49,8 @@ def test_blocked_budget_returns_within_the_chunk(general: bool) -> None:
     sim = FarmSimulator(c, seed=3, force_general=general)
     sim.run(100, table=pas_table(c))
     before = sim.stats()
-    done = kn.packed_run(sim._ib, sim._fb, kn.POLICY_PRIORITY, pas_table(c), 1_000_000, True,
-                         kn.kind_tag(sim.general), 10_000)  # fmt: skip
+    done = kn.packed_run(*sim.packed, kn.POLICY_PRIORITY, pas_table(c), 1_000_000, True,
+                         sim.kind_tag, 10_000)  # fmt: skip
     after = sim.stats()
     assert 0 < done < 200, done  # ~500 blocked arrivals per epoch: ~20 epochs in 10,000
     assert int((after.blocked - before.blocked).sum()) == 10_000
@@ -89,10 +89,15 @@ def _paper() -> FarmConfig:
 
 _SIGINT_SCRIPT = textwrap.dedent(
     """
+    import signal
     import sys
     import numpy as np
     from envs.config import farm_from_dict
     from envs.simulator import FarmSimulator
+
+    # Python leaves SIGINT ignored when it starts ignored (a background job of a shell): restore
+    # the handler that raises KeyboardInterrupt, as in any interactive run
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     c = farm_from_dict({  # as overloaded_farm(): 500x the capacity of two servers
         "groups": [{"name": "g", "count": 2, "service_rate": 1.0, "busy_power": 2.0,
