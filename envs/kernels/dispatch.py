@@ -19,7 +19,7 @@ NO_BLOCK_LIMIT = 1 << 62
 
 
 @kernel_njit(inline="always")
-def _integrate(fs, dt):
+def integrate(fs, dt):
     fs[WORK] += fs[WRATE] * dt
     fs[ENERGY] += fs[PRATE] * dt
     fs[COST] += fs[CRATE] * dt
@@ -27,7 +27,7 @@ def _integrate(fs, dt):
 
 
 @kernel_njit(inline="always")
-def _next_boundary(t, length):
+def next_boundary(t, length):
     """The first interval boundary m * length strictly after t. ``(floor(t / L) + 1) * L`` alone
     can equal t when t is itself a boundary whose quotient rounds down (``(3 * 0.7) / 0.7 < 3``),
     and the loop would then stop advancing; otherwise this is exactly that value."""
@@ -136,7 +136,7 @@ def pick_random_kb(j, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize, group_c
 
 
 @kernel_njit(inline="always")
-def _pick_type(crates_row, rng):
+def pick_type(crates_row, rng):
     total = crates_row[crates_row.shape[0] - 1]
     u = rng.random() * total
     J = crates_row.shape[0]
@@ -170,7 +170,7 @@ def sample_size(code, p1, p2, rng):
 
 
 @kernel_njit(inline="always")
-def _choose(policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
+def choose_server(policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
             group_count, sets, sv, occ):  # fmt: skip
     """(server, group, level) chosen by the built-in ``policy`` for a type-j job."""
     if policy == POLICY_PRIORITY:

@@ -88,7 +88,7 @@ from envs.kernels.layout import (
     unpack,
 )
 from envs.kernels.level_sets import level_min
-from envs.kernels.packed import _assign, _loop, packed_reset, packed_resum, packed_rng
+from envs.kernels.packed import assign_pending, event_loop, packed_reset, packed_resum, packed_rng
 
 # A step assigns the action, simulates to the next decision epoch and computes the reward, the
 # running eta, the mask, the observation and the numbers of ``info``, for a batch of envs
@@ -214,7 +214,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     while remaining > 0:  # FarmSimulator.run: chunks, each re-summing the rates first
         chunk = min(remaining, WARMUP_CHUNK)
         packed_resum(u)
-        _loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk, NO_BLOCK_LIMIT)
+        event_loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk, NO_BLOCK_LIMIT)
         remaining -= chunk
     fs, cnt = u[U_FS], u[U_CNT]
     efb[EF_BT] = fs[T]
@@ -228,7 +228,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     eib[E_STEPS] = 0
     eib[E_DONE] = 0
     packed_resum(u)  # FarmSimulator.next_epoch
-    _loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1, NO_BLOCK_LIMIT)
+    event_loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1, NO_BLOCK_LIMIT)
     _observe(u, eib, efb, obs, mask)
     out[X_REWARD] = 0.0
     out[X_TRUNC] = 0.0
@@ -270,7 +270,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
         sets = u[U_SETS]
         _, tbase, nlev, lvoff, goff, _ = set_views(sets)
         s = level_min(sets, tbase, lvoff, nlev, goff, k, eib[eib[EO_ACTC] + a])  # smallest
-    _assign(tag, ib, u, s)
+    assign_pending(tag, ib, u, s)
     fs = u[U_FS]
     w0 = fs[WORK]
     e0 = fs[ENERGY]
@@ -278,7 +278,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     t0 = fs[T]
     if eib[E_STEPS] > 0 and eib[E_STEPS] % max(RESUM_STEPS, ib[H_S]) == 0:
         packed_resum(u)
-    _loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1, NO_BLOCK_LIMIT)
+    event_loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1, NO_BLOCK_LIMIT)
     work = fs[WORK] - w0
     energy = fs[ENERGY] - e0
     cost = fs[COST] - c0

@@ -9,12 +9,12 @@ from envs.kernels.cache import kernel_njit
 from envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
-    _choose,
-    _next_boundary,
-    _pick_type,
+    choose_server,
     has_vacancy,
     level_constant,
+    next_boundary,
     pick_priority_kb,
+    pick_type,
     recompute_rates,
 )
 from envs.kernels.intrinsics import borrow
@@ -59,7 +59,7 @@ def loop_exponential(
 
     The clock, integrals and rates live in local variables during the loop (registers, not
     memory: ~15% faster) and are written back to ``fs`` on return; the arithmetic is the same
-    as :func:`move_server` / :func:`_integrate`, operation for operation."""
+    as :func:`move_server` / :func:`integrate`, operation for operation."""
     # borrowed arrays: the views and inlined helpers below then do no reference counting
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
@@ -85,7 +85,7 @@ def loop_exponential(
         # total == 0: no arrivals in this interval and an empty farm; wait for the boundary
         dt = rng.standard_exponential() / total if total > 0.0 else np.inf
         if NI > 1:
-            boundary = _next_boundary(t, interval_length)
+            boundary = next_boundary(t, interval_length)
             if t + dt >= boundary:
                 # memoryless: jump to the boundary, switch rates/prices, redraw
                 d = boundary - t
@@ -105,7 +105,7 @@ def loop_exponential(
         t += dt
         u = rng.random() * total
         if u < lam:
-            j = _pick_type(crates[iv], rng)
+            j = pick_type(crates[iv], rng)
             cnt[0, j] += 1
             if fastpick:
                 s, k, b = pick_priority_kb(
@@ -129,7 +129,7 @@ def loop_exponential(
                 if policy == POLICY_EXTERNAL:
                     isc[PENDING] = j
                     break
-                s, k, b = _choose(
+                s, k, b = choose_server(
                     policy, j, table, False, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
                     group_count, sets, sv, occ,
                 )  # fmt: skip

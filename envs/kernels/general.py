@@ -9,12 +9,12 @@ from envs.kernels.cache import kernel_njit
 from envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
-    _choose,
-    _integrate,
-    _next_boundary,
-    _pick_type,
+    choose_server,
     has_vacancy,
+    integrate,
     level_constant,
+    next_boundary,
+    pick_type,
     recompute_rates,
     sample_size,
 )
@@ -167,9 +167,9 @@ def loop_general(
         t_dep = dkey[dheap[0]] if isc[DHEAP_SIZE] > 0 else np.inf
         t_bnd = np.inf
         if NI > 1:
-            t_bnd = _next_boundary(t, interval_length)
+            t_bnd = next_boundary(t, interval_length)
         if t_bnd <= t_arr and t_bnd <= t_dep:
-            _integrate(fs, t_bnd - t)
+            integrate(fs, t_bnd - t)
             fs[T] = t_bnd
             iv = int(np.floor(t_bnd / interval_length + 0.5)) % NI
             isc[INTERVAL] = iv
@@ -178,7 +178,7 @@ def loop_general(
             fs[NEXT_ARR] = -1.0  # memoryless: redraw with the new rate
             continue
         if t_dep <= t_arr:
-            _integrate(fs, t_dep - t)
+            integrate(fs, t_dep - t)
             s = dheap[0]
             k = server_group[s]
             _refresh_server(s, k, t_dep, occ, mu, vwork, tlast, jobs, dheap, dpos, dkey, isc)
@@ -192,9 +192,9 @@ def loop_general(
             _reschedule(s, k, t_dep, occ, mu, vwork, jobs, dheap, dpos, dkey, isc)
             isc[DEPARTURES] += 1
             continue
-        _integrate(fs, t_arr - t)
+        integrate(fs, t_arr - t)
         fs[NEXT_ARR] = -1.0
-        j = _pick_type(crates[iv], rng)
+        j = pick_type(crates[iv], rng)
         cnt[0, j] += 1
         if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
             cnt[2, j] += 1
@@ -206,7 +206,7 @@ def loop_general(
         if policy == POLICY_EXTERNAL:
             isc[PENDING] = j
             return done
-        s = _choose(
+        s = choose_server(
             policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
             group_count, sets, sv, occ,
         )[0]  # fmt: skip

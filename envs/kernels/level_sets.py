@@ -33,7 +33,7 @@ from envs.kernels.layout import CRATE, NO_SERVER, PRATE, WRATE, set_views
 
 
 @kernel_njit(inline="always")
-def _tree_set(sets, base, lo, nlev, i):
+def tree_set(sets, base, lo, nlev, i):
     """Add local index i to the tree at ``base`` (level offsets ``lo``)."""
     if nlev == 1:  # a group of <= 64 servers: one word (a measured 2-3 ns per event saved)
         sets[base] |= 1 << i
@@ -48,7 +48,7 @@ def _tree_set(sets, base, lo, nlev, i):
 
 
 @kernel_njit(inline="always")
-def _tree_clear(sets, base, lo, nlev, i):
+def tree_clear(sets, base, lo, nlev, i):
     """Remove local index i from the tree at ``base``."""
     if nlev == 1:
         sets[base] &= ~(1 << i)
@@ -63,7 +63,7 @@ def _tree_clear(sets, base, lo, nlev, i):
 
 
 @kernel_njit(inline="always")
-def _tree_first(sets, base, lo, nlev):
+def tree_first(sets, base, lo, nlev):
     """Smallest local index in the tree at ``base``, or -1 if it is empty."""
     if nlev == 1:
         w = sets[base]
@@ -80,7 +80,7 @@ def _tree_first(sets, base, lo, nlev):
 @kernel_njit(inline="always")
 def level_min(sets, tbase, lvoff, nlev, goff, k, b):
     """Smallest server of group k at level b (column b of the trees), NO_SERVER if none."""
-    f = _tree_first(sets, tbase[k, b], lvoff[k], nlev[k])
+    f = tree_first(sets, tbase[k, b], lvoff[k], nlev[k])
     return goff[k] + f if f >= 0 else NO_SERVER
 
 
@@ -104,17 +104,17 @@ def move_between_levels(s, k, b, nb, hdata, hpos, hbase, hsize, sets, nfmin, tba
     nl = nlev[k]
     g = goff[k]
     li = s - g
-    _tree_clear(sets, tbase[k, b], lo, nl, li)
-    _tree_set(sets, tbase[k, nb], lo, nl, li)
+    tree_clear(sets, tbase[k, b], lo, nl, li)
+    tree_set(sets, tbase[k, nb], lo, nl, li)
     bk = sbuf[k]
     nf = tbase[k, tbase.shape[1] - 1]
     if nb == bk:  # now full
-        _tree_clear(sets, nf, lo, nl, li)
+        tree_clear(sets, nf, lo, nl, li)
         if nfmin[k] == s:
-            f = _tree_first(sets, nf, lo, nl)
+            f = tree_first(sets, nf, lo, nl)
             nfmin[k] = g + f if f >= 0 else NO_SERVER
     elif b == bk:  # no longer full
-        _tree_set(sets, nf, lo, nl, li)
+        tree_set(sets, nf, lo, nl, li)
         if s < nfmin[k]:
             nfmin[k] = s
 

@@ -57,7 +57,7 @@ from envs.kernels.layout import (
     set_views,
     unpack,
 )
-from envs.kernels.level_sets import _tree_set, level_min
+from envs.kernels.level_sets import level_min, tree_set
 
 
 @kernel_njit()
@@ -88,12 +88,12 @@ def kind_tag(general: bool) -> int | float:
     return GENERAL_TAG if general else EXPONENTIAL_TAG
 
 
-def _loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
+def event_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
     """The event loop of an unpacked simulator ``u`` (no re-sum), selected by ``tag``'s type."""
     raise NotImplementedError  # compiled versions below
 
 
-@overload(_loop, jit_options=OVERLOAD_JIT)
+@overload(event_loop, jit_options=OVERLOAD_JIT)
 def _ol_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
     if isinstance(tag, types.Integer):
 
@@ -117,12 +117,12 @@ def _ol_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
     return general
 
 
-def _assign(tag, ib, u, s):
+def assign_pending(tag, ib, u, s):
     """Put the pending job on server ``s`` (validity is the caller's job), by ``tag``'s type."""
     raise NotImplementedError  # compiled versions below
 
 
-@overload(_assign, jit_options=OVERLOAD_JIT)
+@overload(assign_pending, jit_options=OVERLOAD_JIT)
 def _ol_assign(tag, ib, u, s):
     if isinstance(tag, types.Integer):
 
@@ -160,13 +160,13 @@ def packed_run(ib, fb, policy, table, n_epochs, resum, tag, max_blocked):
     u = unpack(ib, fb)
     if resum:
         packed_resum(u)
-    return _loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs, max_blocked)
+    return event_loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs, max_blocked)
 
 
 @kernel_njit()
 def packed_assign(ib, fb, s, tag):
     """Put the pending job on server ``s`` (validity is the caller's job)."""
-    _assign(tag, ib, unpack(ib, fb), s)
+    assign_pending(tag, ib, unpack(ib, fb), s)
 
 
 @kernel_njit()
@@ -201,8 +201,8 @@ def packed_reset(ib, fb):
         for i in range(gc[k]):  # every server empty: at level 0 and not full
             hdata[base + i] = g + i
             hpos[g + i] = i
-            _tree_set(sets, tbase[k, 0], lvoff[k], nlev[k], i)
-            _tree_set(sets, tbase[k, nf], lvoff[k], nlev[k], i)
+            tree_set(sets, tbase[k, 0], lvoff[k], nlev[k], i)
+            tree_set(sets, tbase[k, nf], lvoff[k], nlev[k], i)
         hsize[k, 0] = gc[k]
         nfmin[k] = g
     fs, isc = u[U_FS], u[U_ISC]

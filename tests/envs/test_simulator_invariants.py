@@ -384,7 +384,7 @@ def test_interval_boundaries_do_not_hang() -> None:
             pytest.fail(
                 "FarmSimulator.run on a time-varying farm with interval_length in (0.7, 0.1, "
                 "1/3, 0.3) did not finish 2,000 epochs in 5 s (the boundary arithmetic in "
-                f"envs/kernels/dispatch.py, _next_boundary, does not advance past t = m * L): {stop()}"
+                f"envs/kernels/dispatch.py, next_boundary, does not advance past t = m * L): {stop()}"
             )
     finally:
         if proc.poll() is None:
