@@ -161,7 +161,8 @@ _CALLEE_SCRIPT = textwrap.dedent(
     sim = FarmSimulator(c, seed=0)  # an empty farm
     sim.next_epoch()  # packed_run: re-sums W (recompute_rates), stops at the first arrival
     hits = sum(kn.packed_run.stats.cache_hits.values())
-    print(float(sim._fs[kn.WRATE]), hits, numba.config.CACHE_DIR, kn.packed_run._cache._cache_path)
+    print(float(sim._fs[kn.WRATE]), hits, numba.config.CACHE_DIR, kn.packed_run._cache._cache_path,
+          sep="|")
     """
 )
 
@@ -194,7 +195,7 @@ def test_editing_a_callee_invalidates_the_cache(tmp_path: Path) -> None:
             text=True, check=False, timeout=1200,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
-        w, hits, user_dir, where = out.stdout.split()[-4:]
+        w, hits, user_dir, where = out.stdout.strip().splitlines()[-1].split("|")
         assert user_dir == "", "the package must restore numba.config.CACHE_DIR"
         return float(w), int(hits), where
 
