@@ -45,7 +45,6 @@ name is re-exported here (``from envs import kernels as kn; kn.vec_step``).
 from __future__ import annotations
 
 from envs.kernels.dispatch import (
-    NO_BLOCK_LIMIT,
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
     POLICY_RANDOM,
@@ -86,6 +85,7 @@ from envs.kernels.intrinsics import (
     rng_pointers,
 )
 from envs.kernels.layout import (
+    BLOCKED_LEFT,
     COST,
     CRATE,
     DEPARTURES,
@@ -262,6 +262,7 @@ from envs.kernels.packed import (
 )
 
 __all__ = [
+    "BLOCKED_LEFT",
     "COST",
     "CRATE",
     "DEPARTURES",
@@ -327,7 +328,6 @@ __all__ = [
     "MODE_GROUP",
     "MODE_SERVER",
     "NEXT_ARR",
-    "NO_BLOCK_LIMIT",
     "NO_SERVER",
     "N_OUT",
     "OK",

@@ -13,9 +13,6 @@ from envs.kernels.level_sets import level_min
 POLICY_EXTERNAL = 0  # stop at the next decision epoch and let the caller decide
 POLICY_PRIORITY = 1  # priority table over (group, level); ties to the smallest server index
 POLICY_RANDOM = 2  # uniform over the available non-full servers
-# ``max_blocked`` of the event loops when the caller needs the loop to finish (the env step and
-# its warm-up: one compiled call); FarmSimulator passes a finite budget (Ctrl-C between calls)
-NO_BLOCK_LIMIT = 1 << 62
 
 
 @kernel_njit(inline="always")

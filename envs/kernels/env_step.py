@@ -8,7 +8,7 @@ import numpy as np
 from numba import prange
 
 from envs.kernels.cache import kernel_njit
-from envs.kernels.dispatch import NO_BLOCK_LIMIT, POLICY_EXTERNAL, pick_priority_kb
+from envs.kernels.dispatch import POLICY_EXTERNAL, pick_priority_kb
 from envs.kernels.intrinsics import as2d, borrow
 from envs.kernels.layout import (
     COST,
@@ -214,7 +214,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     while remaining > 0:  # FarmSimulator.run: chunks, each re-summing the rates first
         chunk = min(remaining, WARMUP_CHUNK)
         packed_resum(u)
-        event_loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk, NO_BLOCK_LIMIT)
+        event_loop(tag, ib, u, rng, eib[E_WPOL], pas, chunk)
         remaining -= chunk
     fs, cnt = u[U_FS], u[U_CNT]
     efb[EF_BT] = fs[T]
@@ -228,7 +228,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     eib[E_STEPS] = 0
     eib[E_DONE] = 0
     packed_resum(u)  # FarmSimulator.next_epoch
-    event_loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1, NO_BLOCK_LIMIT)
+    event_loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1)
     _observe(u, eib, efb, obs, mask)
     out[X_REWARD] = 0.0
     out[X_TRUNC] = 0.0
@@ -278,7 +278,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     t0 = fs[T]
     if eib[E_STEPS] > 0 and eib[E_STEPS] % max(RESUM_STEPS, ib[H_S]) == 0:
         packed_resum(u)
-    event_loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1, NO_BLOCK_LIMIT)
+    event_loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1)
     work = fs[WORK] - w0
     energy = fs[ENERGY] - e0
     cost = fs[COST] - c0

@@ -19,6 +19,7 @@ from envs.kernels.dispatch import (
 )
 from envs.kernels.intrinsics import borrow
 from envs.kernels.layout import (
+    BLOCKED_LEFT,
     COST,
     CRATE,
     DEPARTURES,
@@ -41,7 +42,7 @@ from envs.kernels.level_sets import move_between_levels, move_server
 @kernel_njit(inline="always")
 def loop_exponential(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
-    occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, rng, policy, table, n_epochs, max_blocked,
+    occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, rng, policy, table, n_epochs,
 ):  # fmt: skip
     """Simulate (exponential job sizes: a server at level n finishes a job at rate mu(n), PS and
     memoryless) until ``n_epochs`` decision epochs have been dispatched by the built-in
@@ -50,12 +51,14 @@ def loop_exponential(
     job type in ``isc[PENDING]``. Continues from the rates W, P, C in ``fs`` (the caller re-sums
     them when it wants, see :func:`recompute_rates`), so a step costs no O(S) work.
 
-    It also returns (early, fewer dispatched) after ``max_blocked`` blocked arrivals, so that one
-    call on a farm that blocks almost everything stays short and the caller can loop in Python,
-    where Ctrl-C is seen (blocked arrivals are not epochs: without a bound a call could process
-    unboundedly many events). The state is then exactly that of the uninterrupted loop at that
-    event, so calling again (without a re-sum) continues the same trajectory bit for bit. The
-    counter sits on the blocked-arrival path only, never per event.
+    It also returns (early, fewer dispatched) when the countdown ``isc[BLOCKED_LEFT]`` of blocked
+    arrivals reaches 0 (:func:`packed_run` sets it; 0 at a reset, i.e. no bound: the env step
+    counts down from 0 and never reaches it again), so that one call on a farm that blocks almost
+    everything stays short and the caller can loop in Python, where Ctrl-C is seen (blocked
+    arrivals are not epochs: without a bound a call could process unboundedly many events). The
+    state is then exactly that of the uninterrupted loop at that event, so calling again
+    (without a re-sum) continues the same trajectory bit for bit. The countdown lives in memory
+    and only the blocked-arrival path touches it: no register or work per event.
 
     The clock, integrals and rates live in local variables during the loop (registers, not
     memory: ~15% faster) and are written back to ``fs`` on return; the arithmetic is the same
@@ -113,16 +116,16 @@ def loop_exponential(
                 )
                 if s < 0:
                     cnt[2, j] += 1
-                    max_blocked -= 1
-                    if max_blocked <= 0:
+                    isc[BLOCKED_LEFT] -= 1
+                    if isc[BLOCKED_LEFT] == 0:
                         break
                     continue
                 isc[EPOCHS] += 1
             else:
                 if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
                     cnt[2, j] += 1
-                    max_blocked -= 1
-                    if max_blocked <= 0:
+                    isc[BLOCKED_LEFT] -= 1
+                    if isc[BLOCKED_LEFT] == 0:
                         break
                     continue
                 isc[EPOCHS] += 1

@@ -20,6 +20,7 @@ from envs.kernels.dispatch import (
 )
 from envs.kernels.intrinsics import borrow
 from envs.kernels.layout import (
+    BLOCKED_LEFT,
     DEPARTURES,
     DHEAP_SIZE,
     EPOCHS,
@@ -140,10 +141,11 @@ def _general_accept(s, j, t, server_group, mu, pw, price, dist, dparams, occ, hd
 def loop_general(
     server_group, group_count, buffers, jg_ptr, jg_idx, mu, pw, crates, prices, interval_length,
     dist, dparams, occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, vwork, tlast, jobs, dheap,
-    dpos, dkey, rng, policy, table, n_epochs, max_blocked,
+    dpos, dkey, rng, policy, table, n_epochs,
 ):  # fmt: skip
-    """As :func:`loop_exponential`, for any job-size distribution (exact PS); also returns after
-    ``max_blocked`` blocked arrivals (the state is kept in ``fs``, so a new call continues)."""
+    """As :func:`loop_exponential`, for any job-size distribution (exact PS); also returns when
+    the countdown ``isc[BLOCKED_LEFT]`` of blocked arrivals reaches 0 (the state is in ``fs``, so
+    a new call continues)."""
     # borrowed arrays: the views and inlined helpers below then do no reference counting
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
@@ -198,8 +200,8 @@ def loop_general(
         cnt[0, j] += 1
         if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
             cnt[2, j] += 1
-            max_blocked -= 1
-            if max_blocked <= 0:
+            isc[BLOCKED_LEFT] -= 1
+            if isc[BLOCKED_LEFT] == 0:
                 return done
             continue
         isc[EPOCHS] += 1

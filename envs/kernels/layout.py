@@ -23,8 +23,8 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # slots of isc (int64 state)
 (
-    INTERVAL, DEPARTURES, EPOCHS, PENDING, DHEAP_SIZE, INVALID,
-) = range(6)  # fmt: skip
+    INTERVAL, DEPARTURES, EPOCHS, PENDING, DHEAP_SIZE, INVALID, BLOCKED_LEFT,
+) = range(7)  # fmt: skip
 
 # header of ib: dimensions (H_*), offsets of int (O_*) and float (P_*) fields
 (
@@ -36,9 +36,9 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # positions in unpack's tuple
 (
-    U_SG, U_GC, U_BUF, U_JGP, U_JGI, U_HBASE, U_DIST, U_OCC, U_HDATA, U_HPOS, U_HSIZE, U_SETS,
-    U_ISC, U_CNT, U_DHEAP, U_DPOS, U_MU, U_PW, U_CR, U_PR, U_DPAR, U_IVL, U_FS, U_VWORK, U_TLAST,
-    U_JOBS, U_DKEY,
+    U_SG, U_GC, U_BUF, U_JGP, U_JGI, U_HBASE, U_DIST, U_OCC, U_HDATA, U_HPOS, U_HSIZE, U_ISC,
+    U_CNT, U_DHEAP, U_DPOS, U_MU, U_PW, U_CR, U_PR, U_DPAR, U_IVL, U_FS, U_VWORK, U_TLAST, U_JOBS,
+    U_DKEY, U_SETS,
 ) = range(27)  # fmt: skip
 
 # header of the sets field: dimensions, table offsets, first tree word
@@ -90,11 +90,10 @@ def unpack(ib, fb):
         as2d(ib[ib[O_HBASE] : ib[O_HBASE] + K * B1], K, B1),
         ib[ib[O_DIST] : ib[O_DIST] + J],
         ib[ib[O_OCC] : ib[O_OCC] + S],
-        ib[ib[O_HDATA] : ib[O_HDATA] + (NH + 1) // 2].view(np.int32)[:NH],
+        ib[ib[O_HDATA] : ib[O_HDATA] + (NH + 1) // 2].view(np.int32),
         ib[ib[O_HPOS] : ib[O_HPOS] + (S + 1) // 2].view(np.int32)[:S],
         as2d(ib[ib[O_HSIZE] : ib[O_HSIZE] + K * B1], K, B1),
-        ib[ib[O_SETS] : ib[O_SETS] + NSET],
-        ib[ib[O_ISC] : ib[O_ISC] + 6],
+        ib[ib[O_ISC] : ib[O_ISC] + 7],
         as2d(ib[ib[O_CNT] : ib[O_CNT] + 3 * J], 3, J),
         ib[ib[O_DHEAP] : ib[O_DHEAP] + ns],
         ib[ib[O_DPOS] : ib[O_DPOS] + ns],
@@ -109,6 +108,7 @@ def unpack(ib, fb):
         fb[ib[P_TLAST] : ib[P_TLAST] + ns],
         as2d(fb[ib[P_JOBS] : ib[P_JOBS] + ns * (B1 - 1)], ns, B1 - 1),
         fb[ib[P_DKEY] : ib[P_DKEY] + ns],
+        ib[ib[O_SETS] : ib[O_SETS] + NSET],
     )  # fmt: skip
 
 

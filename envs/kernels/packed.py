@@ -13,6 +13,7 @@ from envs.kernels.exponential import assign_exponential, loop_exponential
 from envs.kernels.general import assign_general, loop_general
 from envs.kernels.intrinsics import borrow, generator_from_pointers
 from envs.kernels.layout import (
+    BLOCKED_LEFT,
     H_NSET,
     H_S,
     INTERVAL,
@@ -88,30 +89,30 @@ def kind_tag(general: bool) -> int | float:
     return GENERAL_TAG if general else EXPONENTIAL_TAG
 
 
-def event_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
+def event_loop(tag, ib, u, rng, policy, table, n_epochs):
     """The event loop of an unpacked simulator ``u`` (no re-sum), selected by ``tag``'s type."""
     raise NotImplementedError  # compiled versions below
 
 
 @overload(event_loop, jit_options=OVERLOAD_JIT)
-def _ol_loop(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
+def _ol_loop(tag, ib, u, rng, policy, table, n_epochs):
     if isinstance(tag, types.Integer):
 
-        def exponential(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
+        def exponential(tag, ib, u, rng, policy, table, n_epochs):
             return loop_exponential(
                 u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR],
                 u[U_PR], u[U_IVL], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE],
-                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs, max_blocked,
+                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], rng, policy, table, n_epochs,
             )  # fmt: skip
 
         return exponential
 
-    def general(tag, ib, u, rng, policy, table, n_epochs, max_blocked):
+    def general(tag, ib, u, rng, policy, table, n_epochs):
         return loop_general(
             u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR], u[U_PR],
             u[U_IVL], u[U_DIST], u[U_DPAR], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE],
             u[U_HSIZE], u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], u[U_VWORK], u[U_TLAST],
-            u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs, max_blocked,
+            u[U_JOBS], u[U_DHEAP], u[U_DPOS], u[U_DKEY], rng, policy, table, n_epochs,
         )  # fmt: skip
 
     return general
@@ -160,7 +161,11 @@ def packed_run(ib, fb, policy, table, n_epochs, resum, tag, max_blocked):
     u = unpack(ib, fb)
     if resum:
         packed_resum(u)
-    return event_loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs, max_blocked)
+    isc = u[U_ISC]
+    isc[BLOCKED_LEFT] = max_blocked
+    done = event_loop(tag, ib, u, packed_rng(ib), policy, table, n_epochs)
+    isc[BLOCKED_LEFT] = 0  # no bound for others stepping these buffers (an env)
+    return done
 
 
 @kernel_njit()

@@ -42,6 +42,7 @@ class Field:
     shape: tuple[str, ...]  # dimension expressions (Python, over the header names); () = scalar
     doc: str
     unpacked: bool = True  # part of unpack's tuple
+    trim: bool = True  # int32 in the kernels: cut to the exact length (False: may be one longer)
 
     @property
     def floating(self) -> bool:
@@ -66,7 +67,8 @@ DIMS = (
 #: expressions derived from the dimensions (locals of unpack)
 DERIVED = (("ns", "S if GEN else 0"),)  # per-server arrays of the general kernel
 FS_SLOTS = ("T", "WORK", "ENERGY", "COST", "WRATE", "PRATE", "CRATE", "NEXT_ARR")
-ISC_SLOTS = ("INTERVAL", "DEPARTURES", "EPOCHS", "PENDING", "DHEAP_SIZE", "INVALID")
+# BLOCKED_LEFT: countdown of blocked arrivals before the running packed_run returns (0: no bound)
+ISC_SLOTS = ("INTERVAL", "DEPARTURES", "EPOCHS", "PENDING", "DHEAP_SIZE", "INVALID", "BLOCKED_LEFT")
 RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 FIELDS = (
     Field("SG", "int64", ("S",), "group of each server"),
@@ -77,7 +79,9 @@ FIELDS = (
     Field("HBASE", "int64", ("K", "B1"), "start of each (group, level) array in hdata"),
     Field("DIST", "int64", ("J",), "job-size distribution code per type"),
     Field("OCC", "int64", ("S",), "jobs on each server"),
-    Field("HDATA", "int32", ("NH",), "level-set arrays (servers per (group, level))"),
+    Field(
+        "HDATA", "int32", ("NH",), "level-set arrays (servers per (group, level))", trim=False
+    ),  # only indexed: no bound to compute
     Field("HPOS", "int32", ("S",), "position of each server in its level array"),
     Field("HSIZE", "int64", ("K", "B1"), "level-set sizes m_{k,b}"),
     Field("SETS", "int64", ("NSET",), "bitset trees and minima (layout: SETS_DIMS/FIELDS)"),
@@ -153,7 +157,13 @@ SETS = sets_slots()
 ENV = env_slots()
 ENV_F = _numbered([*(f"EF_{n}" for n in ENV_FSLOTS), "EF_HEADER"])
 OUT = _numbered([*(f"X_{n}" for n in OUT_SLOTS), "N_OUT"])
-UNPACKED = [f for f in FIELDS if f.unpacked]
+#: the order of unpack's tuple (U_*): the ints, the floats, then SETS (the order of the code
+#: measured in BENCHMARKS.md; any order compiles to about the same code)
+UNPACK_ORDER = ("SG", "GC", "BUF", "JGP", "JGI", "HBASE", "DIST", "OCC", "HDATA", "HPOS", "HSIZE",
+                "ISC", "CNT", "DHEAP", "DPOS", "MU", "PW", "CR", "PR", "DPAR", "IVL", "FS", "VWORK",
+                "TLAST", "JOBS", "DKEY", "SETS")  # fmt: skip
+UNPACKED = [next(f for f in FIELDS if f.name == n) for n in UNPACK_ORDER]
+assert {f.name for f in UNPACKED} == {f.name for f in FIELDS if f.unpacked}
 
 
 # ---- the Python side at run time -------------------------------------------------------------
@@ -277,7 +287,8 @@ def _view_expr(buf: str, base: str, slot: str, f: Field, dim_of: dict[str, str])
         return f"{buf}[{base}[{slot}]]"
     n = " * ".join(s if s.isidentifier() or s.isdigit() else f"({s})" for s in shape)
     if f.dtype == "int32":
-        raw = f"{base}[{base}[{slot}] : {base}[{slot}] + ({n} + 1) // 2].view(np.int32)[:{n}]"
+        raw = f"{base}[{base}[{slot}] : {base}[{slot}] + ({n} + 1) // 2].view(np.int32)"
+        raw += f"[:{n}]" if f.trim else ""
     else:
         raw = f"{buf}[{base}[{slot}] : {base}[{slot}] + {n}]"
     if len(shape) == 1:

@@ -43,7 +43,7 @@ def _state(sim: FarmSimulator) -> tuple:
 
 @pytest.mark.parametrize("general", [False, True], ids=["fast", "general"])
 def test_blocked_budget_returns_within_the_chunk(general: bool) -> None:
-    """One compiled call stops after ``max_blocked`` blocked arrivals, far short of the epochs
+    """One compiled call stops after its budget of blocked arrivals (``max_blocked``), far short of the epochs
     asked for, with exactly that many more blocked arrivals counted."""
     c = overloaded_farm()
     sim = FarmSimulator(c, seed=3, force_general=general)
