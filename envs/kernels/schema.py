@@ -24,6 +24,7 @@ function that builds the buffers (a missing value is refused) and use ``u[U_<NAM
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,8 +330,6 @@ def _set_views_code() -> str:
 
 
 def _names(expr: str) -> set[str]:
-    import ast
-
     return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
 
 
