@@ -67,7 +67,7 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "lognormal": ("scv",),
     "pareto": ("alpha",),
 }
-# integer codes used by the compiled simulator (order matters; see envs/kernels.py)
+# integer codes used by the compiled simulator (order matters; see envs/kernels/dispatch.py, sample_size)
 DIST_CODES = {name: i for i, name in enumerate(DISTRIBUTIONS)}
 
 

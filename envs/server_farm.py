@@ -12,6 +12,7 @@ from gymnasium import spaces
 
 from envs import kernels as kn
 from envs.config import FarmConfig
+from envs.kernels import schema
 from envs.observation import (
     check_action_mode,
     hist_offsets,
@@ -51,54 +52,41 @@ def pack_env(
     hist_c = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
     n_hist = int(hist_offsets(config)[-1])
     server = action_mode == "server"
-    tables = [
-        (kn.EO_ACTR, act_r),
-        (kn.EO_ACTC, act_c),
-        (kn.EO_HISTR, hist_r),
-        (kn.EO_HISTC, hist_c),
-        (kn.EO_AVAIL, config.availability.astype(np.int64).ravel()),
-        (kn.EO_LOFF, level_offsets(config)),
-        (kn.EO_BARR, np.zeros(J)),
-        (kn.EO_BBLK, np.zeros(J)),
-    ]
-    eib = np.zeros(kn.E_HEADER + sum(len(t) for _, t in tables), dtype=np.int64)
-    eib[kn.E_MODE] = kn.MODE_SERVER if server else kn.MODE_GROUP
-    eib[kn.E_INVALID] = 1 if invalid_action == "raise" else 0
-    eib[kn.E_OBJ] = 1 if objective == "cost" else 0
-    eib[kn.E_RUNNING] = 1 if reward_eta == "running" else 0
-    eib[kn.E_WARMUP] = int(warmup_epochs)
-    eib[kn.E_WPOL] = kn.POLICY_PRIORITY if warmup_policy == "pas" else kn.POLICY_RANDOM
-    eib[kn.E_JOB] = -1
-    eib[kn.E_A] = config.n_servers if server else len(act_r)
-    eib[kn.E_L] = n_hist
-    eib[kn.E_NIV] = n_interval_features(config)
-    eib[kn.E_OBSBASE] = config.n_servers if server else n_hist
-    eib[kn.E_MAXSTEPS] = int(max_steps)
-    o = kn.E_HEADER
-    for field, t in tables:
-        eib[field] = o
-        eib[o : o + len(t)] = t
-        o += len(t)
     # float32 reciprocals exactly as the Python encodings (numpy promotes them to float64)
     inv_b = (1.0 / config.buffers).astype(np.float32).astype(np.float64)
     hist_inv = np.array([1.0 / config.groups[k].count for k in hist_r], np.float32)
-    pas = np.repeat(config.group_efficiency[:, None], B1, axis=1).ravel()
-    ftables = [
-        (kn.EFO_INVB, inv_b),
-        (kn.EFO_HINV, hist_inv.astype(np.float64)),
-        (kn.EFO_PAS, pas),
-        (kn.EFO_OUT, np.zeros(kn.N_OUT + J)),
-    ]
-    efb = np.zeros(kn.EF_HEADER + sum(len(t) for _, t in ftables), dtype=np.float64)
-    efb[kn.EF_FIXETA] = 0.0 if reward_eta == "running" else float(reward_eta)
-    efb[kn.EF_TAU] = float(eta_tau)
-    efb[kn.EF_SCALE] = float(reward_scale)
-    efb[kn.EF_LAM] = config.total_arrival_rate
-    o = kn.EF_HEADER
-    for field, t in ftables:
-        eib[field] = o
-        efb[o : o + len(t)] = t
-        o += len(t)
+    eib, efb = schema.pack_env_buffers(
+        islots={
+            "MODE": kn.MODE_SERVER if server else kn.MODE_GROUP,
+            "INVALID": 1 if invalid_action == "raise" else 0,
+            "OBJ": 1 if objective == "cost" else 0,
+            "RUNNING": 1 if reward_eta == "running" else 0,
+            "WARMUP": int(warmup_epochs),
+            "WPOL": kn.POLICY_PRIORITY if warmup_policy == "pas" else kn.POLICY_RANDOM,
+            "JOB": -1,
+            "A": config.n_servers if server else len(act_r),
+            "L": n_hist,
+            "NIV": n_interval_features(config),
+            "OBSBASE": config.n_servers if server else n_hist,
+            "MAXSTEPS": int(max_steps),
+        },
+        itables={
+            "ACTR": act_r, "ACTC": act_c, "HISTR": hist_r, "HISTC": hist_c,
+            "AVAIL": config.availability.astype(np.int64).ravel(),
+            "LOFF": level_offsets(config), "BARR": np.zeros(J), "BBLK": np.zeros(J),
+        },
+        fslots={
+            "FIXETA": 0.0 if reward_eta == "running" else float(reward_eta),
+            "TAU": float(eta_tau),
+            "SCALE": float(reward_scale),
+            "LAM": config.total_arrival_rate,
+        },
+        ftables={
+            "INVB": inv_b, "HINV": hist_inv.astype(np.float64),
+            "PAS": np.repeat(config.group_efficiency[:, None], B1, axis=1).ravel(),
+            "OUT": np.zeros(kn.N_OUT + J),
+        },
+    )  # fmt: skip
     assert obs_size(config, action_mode) == eib[kn.E_OBSBASE] + eib[kn.E_NIV] + J
     return eib, efb
 
@@ -261,12 +249,14 @@ class ServerFarmEnv(gym.Env):
             self.warmup_epochs, warmup_policy,
         )  # fmt: skip
         # one row: the env is a batch of one for the kernels (the vector env uses N rows)
-        self._IB = np.concatenate([self.sim._ib, eib])[None, :]
-        self._FB = np.concatenate([self.sim._fb, efb])[None, :]
+        ib, fb = self.sim.packed
+        self._IB = np.concatenate([ib, eib])[None, :]
+        self._FB = np.concatenate([fb, efb])[None, :]
         self._OBS = np.zeros((1, *self.observation_space.shape), np.float32)
         self._MASK = np.zeros((1, self.action_space.n), dtype=bool)
         self._act = np.zeros(1, dtype=np.int64)
         self._codes = np.zeros(1, dtype=np.int64)
+        self._tag = self.sim.kind_tag  # fixed per farm; an attribute read on the hot path
         self._bind_buffers()
         self._eta_initialised = False
         self._started = False
@@ -283,6 +273,13 @@ class ServerFarmEnv(gym.Env):
         self._efb = fb[nf:]
         self._out = self._efb[self._eib[kn.EFO_OUT] :]
         self._obs, self._mask = self._OBS[0], self._MASK[0]
+
+    @property
+    def packed_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """The merged buffers ``(IB, FB)`` a step runs on, one row each: the simulator's packed
+        ``ib`` / ``fb`` followed by the env's ``eib`` / ``efb`` (layout: ``envs.kernels.schema``;
+        ``IB[0, kernels.H_ILEN]`` is where eib starts). ``envs.vector`` stacks copies of them."""
+        return self._IB, self._FB
 
     @property
     def _job(self) -> int:
@@ -359,7 +356,7 @@ class ServerFarmEnv(gym.Env):
         if self.sim.rng is not self.np_random:
             self.sim.rng = self.np_random  # one random stream: the env's own generator
         # empty farm, warm-up (FarmSimulator.run's chunks), first decision epoch, mask, obs
-        kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self.sim._tag)
+        kn.vec_reset(self._IB, self._FB, self._OBS, self._MASK, _ONE, self._tag)
         self._started = True
         if self.render_mode is not None:
             self._after_transition(None)
@@ -379,7 +376,7 @@ class ServerFarmEnv(gym.Env):
         self._act[0] = action
         decision = chosen(self, int(self._act[0])) if self.render_mode is not None else None
         if kn.vec_step(
-            self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self.sim._tag
+            self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self._tag
         ):
             raise ValueError(
                 f"action {action} is masked out for job type {self._job} (a full or "

@@ -22,6 +22,7 @@ import numpy as np
 
 from envs import kernels as kn
 from envs.config import FarmConfig
+from envs.kernels import schema
 
 BUILTIN_POLICIES = {"priority": kn.POLICY_PRIORITY, "random": kn.POLICY_RANDOM}
 
@@ -107,6 +108,10 @@ class FarmSimulator:
             two kernels against each other).
     """
 
+    #: blocked arrivals after which one compiled call returns to Python (~0.1-0.2 s of events;
+    #: see :meth:`run`); a setting of responsiveness only, results do not depend on it
+    blocked_per_call: int = 1 << 22
+
     def __init__(
         self,
         config: FarmConfig,
@@ -124,51 +129,54 @@ class FarmSimulator:
         self.reset()
 
     def _bind(self, ib: np.ndarray, fb: np.ndarray) -> None:
-        """Use the packed buffers ``ib``/``fb`` (see ``envs.kernels``; a vector env binds its
-        simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
-        c = self.config
-        K, J, B1, S, NI = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers, c.n_intervals
-        ns = S if self.general else 0
+        """Use the packed buffers ``ib``/``fb`` (layout: ``envs.kernels.schema``; a vector env binds
+        its simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
         self._ib, self._fb = ib, fb
         self._tag = kn.kind_tag(self.general)  # selects the compiled event loop
-
-        def iv(field: int, n: int) -> np.ndarray:
-            return ib[ib[field] : ib[field] + n]
-
-        def fv(field: int, n: int) -> np.ndarray:
-            return fb[ib[field] : ib[field] + n]
-
-        self._server_group = iv(kn.O_SG, S)
-        self._group_count = iv(kn.O_GC, K)
-        self._buffers = iv(kn.O_BUF, K)
-        self._jg_ptr = iv(kn.O_JGP, J + 1)
-        self._jg_idx = iv(kn.O_JGI, int(ib[kn.H_NQ]))
-        self._hbase = iv(kn.O_HBASE, K * B1).reshape(K, B1)
-        self._dist = iv(kn.O_DIST, J)
-        self.occ = iv(kn.O_OCC, S)
-        # level-set arrays are int32 (half the cache footprint), two per int64 slot
-        self._hdata = ib[ib[kn.O_HDATA] : ib[kn.O_HPOS]].view(np.int32)
-        self._hpos = iv(kn.O_HPOS, (S + 1) // 2).view(np.int32)[:S]
-        self.level_counts = iv(kn.O_HSIZE, K * B1).reshape(K, B1)  # the level sets' sizes m_{k,b}
-        self._isc = iv(kn.O_ISC, 6)
-        self._cnt = iv(kn.O_CNT, 3 * J).reshape(3, J)
-        self._mu = fv(kn.P_MU, K * B1).reshape(K, B1)
-        self._pw = fv(kn.P_PW, K * B1).reshape(K, B1)
-        self._crates = fv(kn.P_CR, NI * J).reshape(NI, J)
-        self._prices = fv(kn.P_PR, NI * K).reshape(NI, K)
-        self._dparams = fv(kn.P_DPAR, 2 * J).reshape(J, 2)
-        self._interval = float(fb[ib[kn.P_IVL]])
-        self._fs = fv(kn.P_FS, 8)
-        self._rng_ptrs = iv(kn.O_RNG, kn.RNG_PTRS)
+        v = schema.simulator_views(ib, fb)
+        self._server_group, self._group_count, self._buffers = v["SG"], v["GC"], v["BUF"]
+        self._jg_ptr, self._jg_idx, self._hbase, self._dist = (
+            v["JGP"],
+            v["JGI"],
+            v["HBASE"],
+            v["DIST"],
+        )
+        self.occ = v["OCC"]
+        self._hdata, self._hpos = v["HDATA"], v["HPOS"]  # int32: half the cache footprint
+        self.level_counts = v["HSIZE"]  # the level sets' sizes m_{k,b}
+        self._isc, self._cnt, self._fs, self._rng_ptrs = v["ISC"], v["CNT"], v["FS"], v["RNG"]
+        self._mu, self._pw, self._crates, self._prices = v["MU"], v["PW"], v["CR"], v["PR"]
+        self._dparams = v["DPAR"]
+        self._interval = float(v["IVL"][0])
         if self.general:
-            self._vwork = fv(kn.P_VWORK, ns)
-            self._tlast = fv(kn.P_TLAST, ns)
-            self._jobs = fv(kn.P_JOBS, ns * (B1 - 1)).reshape(ns, B1 - 1)
-            self._dheap = iv(kn.O_DHEAP, ns)
-            self._dpos = iv(kn.O_DPOS, ns)
-            self._dkey = fv(kn.P_DKEY, ns)
+            self._vwork, self._tlast, self._jobs = v["VWORK"], v["TLAST"], v["JOBS"]
+            self._dheap, self._dpos, self._dkey = v["DHEAP"], v["DPOS"], v["DKEY"]
         if self._rng is not None:
             kn.rng_pointers(self._rng, self._rng_ptrs)
+
+    @classmethod
+    def from_buffers(
+        cls, config: FarmConfig, general: bool, ib: np.ndarray, fb: np.ndarray,
+        rng: np.random.Generator,
+    ) -> FarmSimulator:  # fmt: skip
+        """A simulator of ``config`` on existing packed buffers (no copy, no reset), e.g. a row of
+        a vector env's stacked buffers. ``general`` must be the kernel they were packed for (the
+        ``general`` attribute of the simulator that built them); ``rng``'s pointers are written
+        into ``ib``."""
+        sim = cls.__new__(cls)
+        sim.__setstate__({"config": config, "general": general, "ib": ib, "fb": fb, "rng": rng})
+        return sim
+
+    @property
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """The packed buffers ``(ib, fb)`` every array attribute views (``envs.kernels.schema``)."""
+        return self._ib, self._fb
+
+    @property
+    def kind_tag(self) -> int | float:
+        """The ``tag`` argument of the packed kernels for this simulator (its type selects the
+        exponential or the general event loop, see ``envs.kernels.kind_tag``)."""
+        return self._tag
 
     @property
     def rng(self) -> np.random.Generator:
@@ -269,9 +277,22 @@ class FarmSimulator:
         return int(kn.packed_level_min(self._ib, k, b))
 
     # ---- driving -----------------------------------------------------------------------------
-    def _run(self, policy: int, table: np.ndarray, n: int) -> int:
-        # re-sums the rates over all servers first (removes floating drift), then the event loop
-        return kn.packed_run(self._ib, self._fb, policy, table, n, True, self._tag)
+    def _run(self, policy: int, table: np.ndarray, n: int) -> None:
+        """Dispatch ``n`` epochs (``POLICY_EXTERNAL``: stop at the next one) in compiled calls
+        that each return after at most ``blocked_per_call`` blocked arrivals, so a farm that
+        blocks almost every arrival still comes back to Python (and Ctrl-C) often. The first call
+        re-sums the rates over all servers (removes floating drift); the others continue from
+        the incremental rates, so the trajectory is the same as one uninterrupted call's."""
+        got = kn.packed_run(self._ib, self._fb, policy, table, n, True, self._tag,
+                            self.blocked_per_call)  # fmt: skip
+        if policy == kn.POLICY_EXTERNAL:
+            while self._isc[kn.PENDING] < 0:
+                kn.packed_run(self._ib, self._fb, policy, table, 1, False, self._tag,
+                              self.blocked_per_call)  # fmt: skip
+            return
+        while got < n:
+            got += kn.packed_run(self._ib, self._fb, policy, table, n - got, False, self._tag,
+                                 self.blocked_per_call)  # fmt: skip
 
     def next_epoch(self) -> int:
         """Advance to the next decision epoch and return the arriving job's type."""
@@ -297,7 +318,10 @@ class FarmSimulator:
         self, n_epochs: int, policy: str = "priority", table: np.ndarray | None = None
     ) -> SimStats:
         """Dispatch ``n_epochs`` decision epochs with a built-in dispatcher; returns the stats of
-        this run alone (the simulator's cumulative counters keep running).
+        this run alone (the simulator's cumulative counters keep running). Interruptible: the
+        work is done in compiled calls of at most 1,000,000 epochs and ``blocked_per_call``
+        blocked arrivals each, and Ctrl-C raises KeyboardInterrupt between them (the state is
+        then that of a consistent event: the simulator may be used further).
 
         Args:
             n_epochs: decision epochs to simulate (blocked arrivals are not epochs).
@@ -323,17 +347,19 @@ class FarmSimulator:
         before = self.stats()
         remaining = int(n_epochs)
         while remaining > 0:
-            # chunks keep each compiled call short so Ctrl-C stays responsive
-            chunk = min(remaining, 1_000_000)
+            # chunks of epochs (each re-sums the rates; the env's warm-up uses the same chunks) and,
+            # within a chunk, compiled calls bounded in blocked arrivals (see _run): each call is
+            # short, so Ctrl-C (KeyboardInterrupt, raised between calls) stays responsive
+            chunk = min(remaining, kn.WARMUP_CHUNK)
             self._run(BUILTIN_POLICIES[policy], table, chunk)
             remaining -= chunk
         return self.stats() - before
 
 
 def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Build the packed buffers (header + every array, see ``envs.kernels``) of a fresh farm."""
-    K, J, B1, S, NI = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers, c.n_intervals
-    ns = S if general else 0
+    """Build the packed buffers (header + every field of ``envs.kernels.schema``) of a fresh
+    farm; the level sets themselves are filled by ``kernels.packed_reset``."""
+    K, J, B1, S = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers
     jg_idx = np.array([k for jt in c.job_types for k in jt.groups], dtype=np.int64)
     jg_ptr = np.concatenate([[0], np.cumsum([len(jt.groups) for jt in c.job_types])])
     # level-set storage: group k reserves R_k slots for each level 0..B_k
@@ -344,60 +370,23 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
             hbase[k, b] = off
             off += g.count
     sizes = [c.size_of(j) for j in range(J)]
-    sets = _level_sets(np.array([g.count for g in c.groups]), c.buffers, B1)
-    ints: list[tuple[int, np.ndarray | int]] = [
-        (kn.O_SG, c.server_group),
-        (kn.O_GC, np.array([g.count for g in c.groups])),
-        (kn.O_BUF, c.buffers),
-        (kn.O_JGP, jg_ptr),
-        (kn.O_JGI, jg_idx),
-        (kn.O_HBASE, hbase.ravel()),
-        (kn.O_DIST, np.array([d.code for d in sizes])),
-        (kn.O_OCC, S),
-        (kn.O_HDATA, (off + 1) // 2),  # int32 entries, two per slot
-        (kn.O_HPOS, (S + 1) // 2),  # int32; must follow O_HDATA (hdata ends where hpos starts)
-        (kn.O_HSIZE, K * B1),
-        (kn.O_SETS, sets),
-        (kn.O_ISC, 6),
-        (kn.O_CNT, 3 * J),
-        (kn.O_DHEAP, ns),
-        (kn.O_DPOS, ns),
-        (kn.O_RNG, kn.RNG_PTRS),
-    ]
-    floats: list[tuple[int, np.ndarray | int]] = [
-        (kn.P_MU, c.mu_table.ravel()),
-        (kn.P_PW, c.power_table.ravel()),
-        (kn.P_CR, np.cumsum(c.arrival_rates, axis=1).ravel()),
-        (kn.P_PR, c.prices.ravel()),
-        (kn.P_DPAR, np.array([d.params() for d in sizes], dtype=np.float64).ravel()),
-        (kn.P_IVL, np.array([float(c.interval_length)])),
-        (kn.P_FS, 8),
-        (kn.P_VWORK, ns),
-        (kn.P_TLAST, ns),
-        (kn.P_JOBS, ns * (B1 - 1)),
-        (kn.P_DKEY, ns),
-    ]
-
-    def size(x: np.ndarray | int) -> int:
-        return int(x) if isinstance(x, int) else len(x)
-
-    ib = np.zeros(kn.HEADER_SIZE + sum(size(x) for _, x in ints), dtype=np.int64)
-    fb = np.zeros(sum(size(x) for _, x in floats), dtype=np.float64)
-    ib[[kn.H_S, kn.H_K, kn.H_J, kn.H_B1, kn.H_NI, kn.H_GEN, kn.H_NQ, kn.H_ILEN, kn.H_FLEN,
-        kn.H_NSET]] = [S, K, J, B1, NI, int(general), len(jg_idx), len(ib), len(fb), len(sets)]  # fmt: skip
-    for buf, fields, start in ((ib, ints, kn.HEADER_SIZE), (fb, floats, 0)):
-        o = start
-        for field, x in fields:
-            ib[field] = o
-            if not isinstance(x, int):
-                buf[o : o + len(x)] = x
-            o += size(x)
-    return ib, fb
+    counts = np.array([g.count for g in c.groups])
+    sets = _level_sets(counts, c.buffers, B1)
+    dims = {"S": S, "K": K, "J": J, "B1": B1, "NI": c.n_intervals, "GEN": int(general),
+            "NQ": len(jg_idx), "NH": off, "NSET": len(sets)}  # fmt: skip
+    return schema.pack_simulator(dims, {
+        "SG": c.server_group, "GC": counts, "BUF": c.buffers, "JGP": jg_ptr, "JGI": jg_idx,
+        "HBASE": hbase, "DIST": np.array([d.code for d in sizes]), "SETS": sets,
+        "MU": c.mu_table, "PW": c.power_table, "CR": np.cumsum(c.arrival_rates, axis=1),
+        "PR": c.prices, "DPAR": np.array([d.params() for d in sizes], dtype=np.float64),
+        "IVL": float(c.interval_length),
+    })  # fmt: skip
 
 
 def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
-    """The ``sets`` field of a fresh farm (layout in ``envs.kernels``, "level sets"): header and
-    tables filled in; the minima and tree words are set by ``kernels.packed_reset``."""
+    """The ``sets`` field of a fresh farm (layout: ``schema.SETS_FIELDS``; the trees:
+    ``envs.kernels.level_sets``): header and tables filled in; the minima and tree words are set
+    by ``kernels.packed_reset``."""
     K, C, LM = len(counts), B1 + 1, kn.SET_LMAX
     nlev = np.zeros(K, dtype=np.int64)
     lvoff = np.zeros((K, LM), dtype=np.int64)
@@ -417,27 +406,19 @@ def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
                 break
             n = -(-n // 64)
         tsize[k] = off
-    o = kn.S_HEADER
-    layout = {}
-    for name, n in (("nfmin", K), ("tbase", K * C), ("nlev", K), ("lvoff", K * LM),
-                    ("goff", K), ("buf", K)):  # fmt: skip
-        layout[name] = o
-        o += n
+    layout = schema.sets_layout({"K": K, "C": C, "LM": LM})
+    o = layout["WORDS"]
     tbase = np.full((K, C), -1, dtype=np.int64)
     for k in range(K):
         for col in [*range(int(buffers[k]) + 1), C - 1]:  # levels 0..B_k and the non-full set
             tbase[k, col] = o
             o += tsize[k]
     sets = np.zeros(o, dtype=np.int64)
-    sets[[kn.S_K, kn.S_C, kn.S_LM]] = [K, C, LM]
-    for slot, name in ((kn.S_NFMIN, "nfmin"), (kn.S_TBASE, "tbase"), (kn.S_NLEV, "nlev"),
-                       (kn.S_LVOFF, "lvoff"), (kn.S_GOFF, "goff"), (kn.S_BUF, "buf")):  # fmt: skip
-        sets[slot] = layout[name]
-    sets[kn.S_WORDS] = layout["buf"] + K
-    sets[layout["nfmin"] : layout["nfmin"] + K] = kn.NO_SERVER
-    sets[layout["tbase"] : layout["tbase"] + K * C] = tbase.ravel()
-    sets[layout["nlev"] : layout["nlev"] + K] = nlev
-    sets[layout["lvoff"] : layout["lvoff"] + K * LM] = lvoff.ravel()
-    sets[layout["goff"] : layout["goff"] + K] = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    sets[layout["buf"] : layout["buf"] + K] = buffers
+    sets[[kn.S_K, kn.S_C, kn.S_LM, kn.S_WORDS]] = [K, C, LM, layout["WORDS"]]
+    tables = {"NFMIN": np.full(K, kn.NO_SERVER), "TBASE": tbase.ravel(), "NLEV": nlev,
+              "LVOFF": lvoff.ravel(), "GOFF": np.concatenate([[0], np.cumsum(counts)[:-1]]),
+              "BUF": buffers}  # fmt: skip
+    for f in schema.SETS_FIELDS:
+        sets[schema.SETS["S_" + f.name]] = layout[f.name]
+        sets[layout[f.name] : layout[f.name] + len(tables[f.name])] = tables[f.name]
     return sets

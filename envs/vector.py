@@ -111,14 +111,15 @@ class ServerFarmVectorEnv(VectorEnv):
         self.observation_space = batch_space(env.observation_space, n)
         self.action_space = batch_space(env.action_space, n)
 
-        ni = int(env._IB[0, kn.H_ILEN])
-        self._ibuf = np.tile(env._IB, (n, 1))
-        self._fbuf = np.tile(env._FB, (n, 1))
+        IB, FB = env.packed_buffers
+        ni = int(IB[0, kn.H_ILEN])
+        self._ibuf = np.tile(IB, (n, 1))
+        self._fbuf = np.tile(FB, (n, 1))
         self._ibuf[:, ni + kn.E_MAXSTEPS] = self.max_episode_steps
         self._obs = np.zeros((n, *env.observation_space.shape), np.float32)
         self._mask = np.zeros((n, env.action_space.n), dtype=bool)
         self._codes = np.zeros(n, dtype=np.int64)
-        self._tag = env.sim._tag
+        self._tag = env.sim.kind_tag
         self._rngs: list[np.random.Generator | None] = [None] * n
         self._bind()
         self._info_slots = _SCALAR_INFO
@@ -137,20 +138,17 @@ class ServerFarmVectorEnv(VectorEnv):
         """Derive the views of the packed buffers and one FarmSimulator per env viewing its row
         (for stats() and inspection); writes each env's Generator pointers into its row."""
         env = self._template
-        ni, nf = int(env._IB[0, kn.H_ILEN]), int(env._IB[0, kn.H_FLEN])
+        ni, nf = int(self._ibuf[0, kn.H_ILEN]), int(self._ibuf[0, kn.H_FLEN])
         self._eib = self._ibuf[:, ni:]
         self._efb = self._fbuf[:, nf:]
-        o = nf + int(env._eib[kn.EFO_OUT])
+        o = nf + int(self._eib[0, kn.EFO_OUT])
         self._out = self._fbuf[:, o : o + kn.N_OUT + self.config.n_job_types]
         self.sims: list[FarmSimulator] = []
         for e in range(self.num_envs):
-            sim = FarmSimulator.__new__(FarmSimulator)
             rng = self._rngs[e] if self._rngs[e] is not None else env.sim.rng
-            sim.__setstate__(
-                {"config": self.config, "general": env.sim.general, "ib": self._ibuf[e, :ni],
-                 "fb": self._fbuf[e, :nf], "rng": rng}
-            )  # fmt: skip
-            self.sims.append(sim)
+            self.sims.append(FarmSimulator.from_buffers(
+                self.config, env.sim.general, self._ibuf[e, :ni], self._fbuf[e, :nf], rng
+            ))  # fmt: skip
 
     def __getstate__(self) -> dict[str, Any]:
         # the buffers hold raw pointers to the Generators and the attributes below are views of

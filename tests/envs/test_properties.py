@@ -111,7 +111,7 @@ def scenario_dicts(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         d["job_size"] = draw(job_sizes)
     if n_int > 1:
-        # only boundary-safe lengths until envs/kernels.py advances past every t = m * L
+        # only boundary-safe lengths until envs/kernels/ advances past every t = m * L
         d["interval_length"] = draw(st.sampled_from(SAFE_INTERVALS))
     return d
 

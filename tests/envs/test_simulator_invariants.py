@@ -384,7 +384,7 @@ def test_interval_boundaries_do_not_hang() -> None:
             pytest.fail(
                 "FarmSimulator.run on a time-varying farm with interval_length in (0.7, 0.1, "
                 "1/3, 0.3) did not finish 2,000 epochs in 5 s (the boundary arithmetic in "
-                f"envs/kernels.py does not advance past t = m * L): {stop()}"
+                f"envs/kernels/dispatch.py, next_boundary, does not advance past t = m * L): {stop()}"
             )
     finally:
         if proc.poll() is None:
@@ -396,7 +396,7 @@ def test_interval_boundaries_do_not_hang() -> None:
 def test_zero_rate_interval(general: bool) -> None:
     """A schedule may have intervals without arrivals (config: "at least one interval must have
     a positive value"). With an empty farm the total event rate is then 0; the fast kernel
-    computes ``dt = standard_exponential() / total`` (envs/kernels.py, loop_exponential) and
+    computes ``dt = standard_exponential() / total`` (envs/kernels/exponential.py, loop_exponential) and
     raises ZeroDivisionError instead of jumping to the next interval boundary."""
     c = farm_from_dict(
         {

@@ -23,7 +23,7 @@ from envs.simulator import FarmSimulator
 # ---------------------------------------------------------------------------------------------
 # "original": recorded with the code before the speed work (commit 1b92d24) and still reproduced
 # bit for bit. "level sets": re-recorded when the per-(group, level) heaps became unordered
-# arrays + bitset trees (envs/kernels.py, "level sets"). The dispatchers choose the same server
+# arrays + bitset trees (envs/kernels/level_sets.py). The dispatchers choose the same server
 # in the same state, but a uniformly drawn member of a level is now the one at that position of
 # the unordered array instead of the heap, so runs whose next state depends on *which* server of
 # a level was drawn (a departure of the exponential kernel followed by a smallest-index PAS
