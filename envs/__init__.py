@@ -2,6 +2,8 @@
 
 * ``ServerFarm-v0``: :class:`~envs.server_farm.ServerFarmEnv` with ``action_mode="server"``.
 * ``ServerFarmGroup-v0``: the size-independent ``action_mode="group"`` variant.
+* ``ServerFarmTokens-v0``: group actions seen through the farm-agnostic token encoding
+  (``obs_mode="tokens"``, :mod:`envs.tokens`); no native vector env.
 
 ``gymnasium.make("ServerFarm-v0", scenario="tiny", max_episode_steps=500)``;
 ``gymnasium.make_vec("ServerFarm-v0", num_envs=64, vectorization_mode="vector_entry_point")``
@@ -51,6 +53,13 @@ def register_envs() -> None:
                 max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
                 kwargs=kwargs,
             )
+    if "ServerFarmTokens-v0" not in gym.registry:  # the vector env has no token observations
+        gym.register(
+            id="ServerFarmTokens-v0",
+            entry_point="envs.server_farm:ServerFarmEnv",
+            max_episode_steps=DEFAULT_MAX_EPISODE_STEPS,
+            kwargs={"action_mode": "group", "obs_mode": "tokens"},
+        )
 
 
 register_envs()

@@ -3,8 +3,8 @@
 The token encoding (``envs.tokens``) has the same spaces for every farm within its padding
 limits, so an env whose *farm* changes at every reset still has fixed observation and action
 spaces. :class:`RandomFarmTokenEnv` draws each episode's farm with ``envs.farm_sampler`` (its own
-seed stream, outside the held-out range) and runs it as a group-mode ``ServerFarmEnv`` seen
-through :class:`~envs.tokens.TokenObservation`. Any RL library that trains on one Gymnasium env
+seed stream, outside the held-out range) and runs it as a ``ServerFarmEnv`` with group actions
+and token observations (``obs_mode="tokens"``). Any RL library that trains on one Gymnasium env
 trains a farm-agnostic policy on it, e.g. RLlib through ``envs.rllib``'s action-mask observation
 (``agents.rllib_tokens`` has the permutation-invariant RLModule).
 """
@@ -19,7 +19,7 @@ import numpy as np
 
 from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
 from envs.server_farm import ServerFarmEnv
-from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding, TokenObservation
+from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 
 __all__ = ["RandomFarmTokenEnv"]
 
@@ -68,7 +68,7 @@ class RandomFarmTokenEnv(gym.Env):
         probe = TokenEncoding(sample_farm(0, self.distribution), max_groups, max_levels)
         self.observation_space = probe.observation_space
         self.action_space = probe.action_space
-        self.env: TokenObservation | None = None
+        self.env: ServerFarmEnv | None = None
         self._steps = 0
 
     def _farm_seed(self) -> int:
@@ -87,9 +87,10 @@ class RandomFarmTokenEnv(gym.Env):
         config = sample_farm(farm_seed, self.distribution)
         kw = dict(self.env_kwargs)
         kw.setdefault("warmup_epochs", max(1_000, math.ceil(50 * config.epochs_per_duration)))
-        self.env = TokenObservation(
-            ServerFarmEnv(config, action_mode="group", **kw), self.max_groups, self.max_levels
-        )
+        self.env = ServerFarmEnv(
+            config, action_mode="group", obs_mode="tokens", max_groups=self.max_groups,
+            max_levels=self.max_levels, **kw,
+        )  # fmt: skip
         self._steps = 0
         obs, info = self.env.reset(seed=int(self.np_random.integers(2**31)))
         return obs, dict(info, farm=config.name)
@@ -105,7 +106,7 @@ class RandomFarmTokenEnv(gym.Env):
             float(reward),
             terminated,
             truncated,
-            dict(info, farm=self.env.unwrapped.config.name),
+            dict(info, farm=self.env.config.name),
         )
 
     def action_masks(self) -> np.ndarray:

@@ -24,6 +24,7 @@ from envs.observation import (
 from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
+from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 from envs.validation import count_argument, real_argument
 
 INVALID_ACTION_MODES = ("fallback", "raise")
@@ -134,6 +135,13 @@ class ServerFarmEnv(gym.Env):
     | both   | next ``n_intervals``       | one-hot current interval (time-varying scenarios)   |
     | both   | last J entries             | one-hot type of the arriving job                    |
 
+    With ``obs_mode="tokens"`` (group actions only) the observation is instead a ``Dict`` of one
+    padded token per group (occupancy fractions, unit-free rates and powers per level,
+    availability, load, price), a group mask and the arriving job's features, the same spaces for
+    every farm up to ``max_groups`` groups and ``max_levels`` buffer places; the action is
+    ``Discrete(max_groups * max_levels)`` (``g * max_levels + b``: a server of group g holding b
+    jobs) and a padded slot counts as a masked action. See :mod:`envs.tokens`.
+
     ## Rewards
 
     The reward of a step is the integral, over the time from this decision to the next one, of
@@ -174,6 +182,9 @@ class ServerFarmEnv(gym.Env):
     * ``invalid_action``: ``"fallback"`` or ``"raise"``.
     * ``warmup_epochs``, ``warmup_policy``: see Starting State.
     * ``render_mode``: ``None``, ``"ansi"``, ``"rgb_array"`` or ``"human"`` (see Rendering).
+    * ``obs_mode``: ``None`` (the action mode's encoding above) or ``"tokens"`` (with
+      ``action_mode="group"``): the farm-agnostic token encoding of :mod:`envs.tokens`.
+    * ``max_groups``, ``max_levels``: the token encoding's padding limits (default 8 and 16).
 
     ## Rendering
 
@@ -204,9 +215,22 @@ class ServerFarmEnv(gym.Env):
         warmup_epochs: int = 0,
         warmup_policy: str = "pas",
         render_mode: str | None = None,
+        obs_mode: str | None = None,
+        max_groups: int = DEFAULT_MAX_GROUPS,
+        max_levels: int = DEFAULT_MAX_LEVELS,
     ):
         self.config = config = load_scenario(scenario)
         self.action_mode = check_action_mode(action_mode)
+        if obs_mode not in (None, action_mode, "tokens"):
+            raise ValueError(
+                f"obs_mode: {obs_mode!r} with action_mode={action_mode!r}; choose None (the "
+                f"action mode's own encoding), {action_mode!r} or 'tokens' (with group actions)"
+            )
+        if obs_mode == "tokens" and action_mode != "group":
+            raise ValueError(
+                "obs_mode: 'tokens' acts on (group, level) pairs; use action_mode='group'"
+            )
+        self.obs_mode = obs_mode or action_mode
         if not (isinstance(reward_eta, str) and reward_eta == "running"):
             if isinstance(reward_eta, str):
                 raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
@@ -235,8 +259,16 @@ class ServerFarmEnv(gym.Env):
         self.warmup_policy = warmup_policy
         self.render_mode = render_mode
 
-        self.observation_space = spaces.Box(0.0, 1.0, (obs_size(config, action_mode),), np.float32)
-        self.action_space = spaces.Discrete(n_actions(config, action_mode))
+        # the compiled step always works in the action mode's own encoding; tokens are a view
+        native_obs = spaces.Box(0.0, 1.0, (obs_size(config, action_mode),), np.float32)
+        native_act = spaces.Discrete(n_actions(config, action_mode))
+        self.tokens: TokenEncoding | None = None
+        if self.obs_mode == "tokens":
+            self.tokens = TokenEncoding(config, max_groups, max_levels)
+            self.observation_space = self.tokens.observation_space
+            self.action_space = self.tokens.action_space
+        else:
+            self.observation_space, self.action_space = native_obs, native_act
         self._n_act = int(self.action_space.n)
         self.sim = FarmSimulator(config)
 
@@ -252,8 +284,8 @@ class ServerFarmEnv(gym.Env):
         ib, fb = self.sim.packed
         self._IB = np.concatenate([ib, eib])[None, :]
         self._FB = np.concatenate([fb, efb])[None, :]
-        self._OBS = np.zeros((1, *self.observation_space.shape), np.float32)
-        self._MASK = np.zeros((1, self.action_space.n), dtype=bool)
+        self._OBS = np.zeros((1, *native_obs.shape), np.float32)
+        self._MASK = np.zeros((1, native_act.n), dtype=bool)
         self._act = np.zeros(1, dtype=np.int64)
         self._codes = np.zeros(1, dtype=np.int64)
         self._tag = self.sim.kind_tag  # fixed per farm; an attribute read on the hot path
@@ -325,7 +357,7 @@ class ServerFarmEnv(gym.Env):
         """info from the numbers the kernel wrote into ``self._out`` (``o`` = its ``tolist()``)."""
         info = {
             "job_type": int(o[kn.X_JOB]),
-            "action_mask": self._mask.copy(),
+            "action_mask": self.action_masks(),
             "work": o[kn.X_WORK],
             "energy": o[kn.X_ENERGY],
             "time": o[kn.X_TIME],
@@ -345,7 +377,14 @@ class ServerFarmEnv(gym.Env):
     # ---- Gymnasium API ---------------------------------------------------------------------------
     def action_masks(self) -> np.ndarray:
         """Valid actions at the current decision epoch (sb3-contrib MaskablePPO reads this)."""
+        if self.tokens is not None:
+            return self.tokens.masks(self._mask)
         return self._mask.copy()
+
+    def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
+        if self.tokens is not None:
+            return self.tokens.encode(self._obs)
+        return self._obs.copy()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -360,7 +399,7 @@ class ServerFarmEnv(gym.Env):
         self._started = True
         if self.render_mode is not None:
             self._after_transition(None)
-        return self._obs.copy(), self._get_info(self._out.tolist())
+        return self._observation(), self._get_info(self._out.tolist())
 
     def step(self, action):
         if not self._started:
@@ -373,8 +412,23 @@ class ServerFarmEnv(gym.Env):
                 raise ValueError(self._not_an_action(action))
         elif not self.action_space.contains(action):
             raise ValueError(self._not_an_action(action))
+        if self.tokens is not None:
+            # a padded (group, level) slot becomes -1, which the kernel treats as one more
+            # masked action: PAS's choice with invalid_action="fallback", refused with "raise"
+            token = int(action)
+            action = self.tokens.group_action_or_invalid(token)
+            if action < 0 and self.invalid_action == "raise":
+                raise ValueError(
+                    f"action {token} names a padded (group, level) slot of the token space: no "
+                    f"such group or level in {self.config.name!r}; choose an action where "
+                    "action_masks() is True"
+                )
         self._act[0] = action
-        decision = chosen(self, int(self._act[0])) if self.render_mode is not None else None
+        decision = (
+            chosen(self, int(self._act[0]))
+            if self.render_mode is not None and self._act[0] >= 0
+            else None
+        )
         if kn.vec_step(
             self._IB, self._FB, self._OBS, self._MASK, self._act, self._codes, self._tag
         ):
@@ -385,7 +439,7 @@ class ServerFarmEnv(gym.Env):
         if decision is not None:
             self._after_transition(decision)
         o = self._out.tolist()
-        return self._obs.copy(), o[kn.X_REWARD], False, False, self._get_info(o)
+        return self._observation(), o[kn.X_REWARD], False, False, self._get_info(o)
 
     def _not_an_action(self, action: Any) -> str:
         return (

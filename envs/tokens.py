@@ -39,15 +39,14 @@ mode's mask scattered into that grid (padding is never valid).
 
 :class:`TokenEncoding` maps the group mode's observations, masks and actions of one farm to this
 encoding and back, for one step or a batch (vectorised: a gather and a few copies per batch).
-:class:`TokenObservation` wraps a ``ServerFarmEnv`` with ``action_mode="group"`` as a Gymnasium
-env with this observation and action space (``ServerFarmTokens-v0``).
+``ServerFarmEnv(..., action_mode="group", obs_mode="tokens", max_groups=, max_levels=)`` (the
+Gymnasium id ``ServerFarmTokens-v0``) is the env with this observation and action space.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -59,7 +58,6 @@ __all__ = [
     "DEFAULT_MAX_LEVELS",
     "JOB_FEATURES",
     "TokenEncoding",
-    "TokenObservation",
     "group_feature_names",
 ]
 
@@ -258,87 +256,12 @@ class TokenEncoding:
             )
         return int(g) if g.ndim == 0 else g
 
+    def group_action_or_invalid(self, action: int) -> int:
+        """The group action of token ``action`` (in range), or -1 for a padded slot (the env's
+        compiled step treats -1 as a masked action)."""
+        return int(self._to_group[action])
+
     def from_group_actions(self, group_actions: Any) -> np.ndarray | int:
         """Token action(s) of group-mode action(s)."""
         t = self._from_group[np.asarray(group_actions, dtype=np.int64)]
         return int(t) if t.ndim == 0 else t
-
-
-class TokenObservation(gym.Wrapper):
-    """A group-mode ``ServerFarmEnv`` seen through :class:`TokenEncoding`.
-
-    Observations are the token dict, actions are token actions (``g * max_levels + b``), and the
-    mask (``action_masks()``, ``info["action_mask"]``) is in token actions; everything else
-    (reward, termination, the other ``info`` entries) is the wrapped env's.
-
-    Args:
-        env: a ``ServerFarmEnv`` (or a wrapper of one) with ``action_mode="group"``.
-        max_groups, max_levels: the padding limits of :class:`TokenEncoding`.
-    """
-
-    def __init__(
-        self,
-        env: gym.Env,
-        max_groups: int = DEFAULT_MAX_GROUPS,
-        max_levels: int = DEFAULT_MAX_LEVELS,
-    ) -> None:
-        super().__init__(env)
-        base = env.unwrapped
-        if getattr(base, "action_mode", None) != "group":
-            raise ValueError(
-                "env: TokenObservation needs a ServerFarmEnv with action_mode='group', got "
-                f"action_mode={getattr(base, 'action_mode', None)!r}"
-            )
-        self.encoding = TokenEncoding(base.config, max_groups, max_levels)
-        self.observation_space = self.encoding.observation_space
-        self.action_space = self.encoding.action_space
-
-    def _convert(self, obs: np.ndarray, info: dict[str, Any]) -> tuple[dict, dict]:
-        if "action_mask" in info:
-            info = dict(info, action_mask=self.encoding.masks(info["action_mask"]))
-        return self.encoding.encode(obs), info
-
-    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
-        return self._convert(obs, info)
-
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-        if not self.action_space.contains(action):
-            raise ValueError(
-                f"action: {action!r} is not in the token action space {self.action_space}"
-            )
-        base = self.env.unwrapped
-        padded = self.encoding._to_group[int(action)] < 0
-        if padded and base.invalid_action == "raise":
-            self.encoding.to_group_actions(action)  # raises, naming the padded slot
-        # a padded slot is one more masked action: with invalid_action="fallback" the job goes
-        # where PAS would send it, as the wrapped env does for its own masked actions
-        group_action = self._pas_action() if padded else self.encoding.to_group_actions(action)
-        obs, reward, terminated, truncated, info = self.env.step(group_action)
-        if padded:
-            info = dict(info, invalid_action=True)
-        obs, info = self._convert(obs, info)
-        return obs, reward, terminated, truncated, info
-
-    def _pas_action(self) -> int:
-        """The group action of the env's fallback: the smallest-index non-full server of the most
-        efficient group (mu/(eps - eps0)) the pending job may use, at that server's level."""
-        base = self.env.unwrapped
-        config, sim = base.config, base.sim
-        j = sim.pending_job_type
-        avail = np.flatnonzero(config.availability[j])
-        off = config.group_offsets
-        best = None
-        for k in avail[np.argsort(-config.group_efficiency[avail], kind="stable")]:
-            occ = sim.occ[off[k] : off[k + 1]]
-            free = np.flatnonzero(occ < config.groups[k].buffer)
-            if len(free):
-                best = (int(k), int(occ[free[0]]))
-                break
-        if best is None:  # cannot happen at a decision epoch (the job has a vacancy)
-            raise RuntimeError("no vacancy for the pending job at a decision epoch")
-        return int(level_offsets(config)[best[0]] + best[1])
-
-    def action_masks(self) -> np.ndarray:
-        """Valid token actions now (sb3-contrib's ``MaskablePPO`` calls this)."""
-        return self.encoding.masks(self.env.unwrapped.action_masks())

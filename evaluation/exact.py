@@ -16,7 +16,6 @@ Only possible when the chain is exactly Markov and small: exponential job sizes,
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from typing import Any
 

@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 from agents.token_policy import TokenNetConfig, TokenPolicyNet  # noqa: E402
 from envs.farm_sampler import sample_farm  # noqa: E402
 from envs.server_farm import ServerFarmEnv  # noqa: E402
-from envs.tokens import TokenObservation  # noqa: E402
 
 G, L = 8, 8
 
@@ -25,9 +24,14 @@ def _net() -> TokenPolicyNet:
     ).eval()
 
 
-def _env(config) -> TokenObservation:
-    return TokenObservation(
-        ServerFarmEnv(config, action_mode="group", warmup_epochs=100), max_groups=G, max_levels=L
+def _env(config) -> ServerFarmEnv:
+    return ServerFarmEnv(
+        config,
+        action_mode="group",
+        obs_mode="tokens",
+        warmup_epochs=100,
+        max_groups=G,
+        max_levels=L,
     )
 
 

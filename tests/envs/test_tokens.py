@@ -11,7 +11,7 @@ from envs.config import farm_from_dict
 from envs.observation import decode_group_obs
 from envs.scenarios import load_preset, random_farm
 from envs.server_farm import ServerFarmEnv
-from envs.tokens import JOB_FEATURES, TokenEncoding, TokenObservation
+from envs.tokens import JOB_FEATURES, TokenEncoding
 
 FARMS = ["tiny", "small-1", "pas-gap", "speed-scaling", "paper-100"]
 
@@ -170,12 +170,16 @@ def test_prices_and_rates_follow_the_schedule() -> None:
     assert len({tuple(np.round(t, 6)) for t in tables}) > 1  # it changes with the interval
 
 
-def test_wrapper_is_the_group_env_in_token_actions() -> None:
+def _token_env(config, **kw) -> ServerFarmEnv:
+    return ServerFarmEnv(config, action_mode="group", obs_mode="tokens", warmup_epochs=200, **kw)
+
+
+def test_token_mode_is_the_group_env_in_token_actions() -> None:
     config = load_preset("pas-gap")
     pas = make_policy("pas", config, "group")
     group_env = _group_env(config)
-    token_env = TokenObservation(_group_env(config))
-    enc = token_env.encoding
+    token_env = _token_env(config)
+    enc = token_env.tokens
     obs_g, _ = group_env.reset(seed=3)
     obs_t, info_t = token_env.reset(seed=3)
     for _ in range(300):
@@ -187,9 +191,9 @@ def test_wrapper_is_the_group_env_in_token_actions() -> None:
         assert r_t == r_g and info_t["efficiency"] == info_g["efficiency"]
         for key, v in enc.encode(obs_g).items():
             np.testing.assert_array_equal(obs_t[key], v)
-    with pytest.raises(ValueError, match="token action space"):
+    with pytest.raises(ValueError, match=r"not in the action space Discrete\(128\)"):
         token_env.step(10**6)
-    raising = TokenObservation(_group_env(config, invalid_action="raise"))
+    raising = _token_env(config, invalid_action="raise")
     raising.reset(seed=0)
     with pytest.raises(ValueError, match="padded"):
         raising.step(enc.max_levels - 1)  # group 0, level max_levels - 1: beyond its buffer
@@ -199,8 +203,8 @@ def test_a_padded_action_falls_back_like_a_masked_one() -> None:
     """With invalid_action="fallback" a padded slot sends the job where PAS would, exactly as the
     group env does with one of its own masked actions."""
     config = load_preset("pas-gap")
-    group_env, token_env = _group_env(config), TokenObservation(_group_env(config))
-    enc = token_env.encoding
+    group_env, token_env = _group_env(config), _token_env(config)
+    enc = token_env.tokens
     group_env.reset(seed=5)
     token_env.reset(seed=5)
     padded = np.flatnonzero(enc._to_group < 0)
@@ -220,12 +224,23 @@ def test_a_padded_action_falls_back_like_a_masked_one() -> None:
         for key, v in enc.encode(obs_g).items():
             np.testing.assert_array_equal(obs_t[key], v)
     assert fallbacks > 50
-    with pytest.raises(ValueError, match="action_mode='group'"):
-        TokenObservation(ServerFarmEnv(config))
 
 
-@pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
-def test_wrapper_passes_gymnasium_checks() -> None:
+def test_token_mode_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="use action_mode='group'"):
+        ServerFarmEnv("tiny", obs_mode="tokens")
+    with pytest.raises(ValueError, match="obs_mode: 'server' with action_mode='group'"):
+        ServerFarmEnv("tiny", action_mode="group", obs_mode="server")
+    with pytest.raises(ValueError, match="max_levels: the farm 'paper-100' has a buffer"):
+        _token_env(load_preset("paper-100"), max_levels=2)
+
+
+def test_token_mode_passes_gymnasium_checks_and_makes() -> None:
+    import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
 
-    check_env(TokenObservation(_group_env(load_preset("tiny"))), skip_render_check=True)
+    check_env(_token_env(load_preset("tiny")), skip_render_check=True)
+    env = gym.make("ServerFarmTokens-v0", scenario="small-1", max_groups=4, max_levels=4)
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs) and env.action_space.n == 16
+    np.testing.assert_array_equal(info["action_mask"], env.unwrapped.action_masks())
