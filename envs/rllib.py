@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 import envs  # noqa: F401  (registers the env ids)
+from envs.random_farm_env import RandomFarmTokenEnv
 
 
 class ActionMaskObservation(gym.ObservationWrapper):
@@ -103,6 +104,4 @@ class RLlibRandomFarmEnv(ActionMaskObservation):
     need flat boxes)."""
 
     def __init__(self, env_config: dict[str, Any] | None = None):
-        from envs.random_farm_env import RandomFarmTokenEnv
-
         super().__init__(RandomFarmTokenEnv(**dict(env_config or {})))
