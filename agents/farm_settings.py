@@ -59,7 +59,7 @@ class Rules:
     #: total steps = this many discount horizons of decisions, within [min, max]
     total_horizons: float = 15_000.0
     min_total_timesteps: int = 150_000
-    max_total_timesteps: int = 2_000_000
+    max_total_timesteps: int = 1_000_000
     #: "pas" (behaviour cloning on PAS's decisions, the selection floor) or "random"
     init: str = "pas"
     #: after cloning, the sampling policy's mean probability of PAS's action (logits scaled)
@@ -68,19 +68,19 @@ class Rules:
     exact_max_states: int = EXACT_MAX_STATES
     #: simulated evaluation: windows in mean job durations, capped in epochs per replication
     eval_durations: float = 20.0
-    eval_max_epochs: int = 50_000
+    eval_max_epochs: int = 20_000
     eval_min_epochs: int = 2_000
     eval_replications: int = 16
     final_eval_durations: float = 100.0
-    final_eval_max_epochs: int = 200_000
+    final_eval_max_epochs: int = 100_000
     #: evaluations per run (simulated; exact farms are evaluated after every rollout)
-    evaluations_per_run: int = 12
+    evaluations_per_run: int = 8
     #: unmeasured policy epochs per evaluation replication, in durations, at most half the window
     policy_warmup_durations: float = 10.0
     #: PAS warm-up of every env (training and evaluation) in mean job durations, capped
     warmup_durations: float = 50.0
     warmup_min_epochs: int = 1_000
-    warmup_max_epochs: int = 200_000
+    warmup_max_epochs: int = 100_000
     #: checkpoints per run
     checkpoints_per_run: int = 6
 

@@ -102,8 +102,10 @@ def test_rules_are_one_place_to_retune():
     st = derive_settings(load_scenario("pas-gap"), rules=rules)
     assert st.action_mode == "server"  # 6 servers <= 10
     assert st.advantage == "average" and st.init == "random"
-    assert 1.0 / (1.0 - st.gamma) == pytest.approx(2.0 * epochs_per_duration(load_scenario("pas-gap")))
-    with pytest.raises(ValueError, match="rules.init"):
+    assert 1.0 / (1.0 - st.gamma) == pytest.approx(
+        2.0 * epochs_per_duration(load_scenario("pas-gap"))
+    )
+    with pytest.raises(ValueError, match=r"rules\.init"):
         derive_settings(load_scenario("tiny"), rules=Rules(init="clone"))
 
 
