@@ -100,12 +100,17 @@ def test_best_model_is_replaced_only_by_a_significantly_better_one():
 
 def test_pas_is_measured_on_the_evaluators_seeds():
     """A policy evaluated by the evaluator is paired with PAS on the same streams: PAS compared
-    with itself differs by exactly 0 in every replication."""
+    with itself differs by exactly 0 in every replication. PAS is always the per-server PAS
+    (its own definition), whatever the candidate's action mode."""
     cfg = load_scenario("small-1")
-    ev = PairedEvaluator(cfg, "group", exact=False, n_epochs=500, replications=3, seed=7,
-                         warmup_epochs=1000, policy_warmup=100)  # fmt: skip
-    pas_again = ev.measure(make_policy("pas", cfg, "group"))
+    kw = {"n_epochs": 500, "replications": 3, "seed": 7, "warmup_epochs": 1000,
+          "policy_warmup": 100}  # fmt: skip
+    ev = PairedEvaluator(cfg, "server", exact=False, **kw)
+    pas_again = ev.measure(make_policy("pas", cfg, "server"))
     c = compare(pas_again, ev.pas)
     assert c.diff == 0.0 and c.ci95 == 0.0
-    exact = PairedEvaluator(cfg, "server", exact=True)
+    group = PairedEvaluator(cfg, "group", exact=False, **kw)
+    np.testing.assert_array_equal(group.pas.per_replication, ev.pas.per_replication)
+    exact = PairedEvaluator(cfg, "group", exact=True)
     assert exact.pas.method == "exact"
+    assert exact.pas.efficiency == pytest.approx(0.591035, abs=1e-6)  # docs/training.md
