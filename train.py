@@ -70,7 +70,7 @@ class Args:
         metadata={"help": "lean: 'pas' (behaviour cloning on PAS's decisions) or 'random'"},
     )
     pas_prob: float = field(
-        default=0.6,
+        default=0.4,
         metadata={
             "help": "lean, --init pas: mean probability of PAS's action in the sampling policy "
             "after cloning (the logits are scaled to it; the deterministic policy stays PAS's)"

@@ -63,7 +63,7 @@ class Rules:
     #: "pas" (behaviour cloning on PAS's decisions, the selection floor) or "random"
     init: str = "pas"
     #: after cloning, the sampling policy's mean probability of PAS's action (logits scaled)
-    pas_prob: float = 0.6
+    pas_prob: float = 0.4
     #: exact evaluation up to this many per-server CTMC states
     exact_max_states: int = EXACT_MAX_STATES
     #: simulated evaluation: windows in mean job durations, capped in epochs per replication
