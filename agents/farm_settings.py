@@ -201,11 +201,16 @@ def derive_settings(
             f"1 - 1/({rules.horizon_durations:g} durations x {epd:.3g} epochs per duration): "
             f"a horizon of {rules.horizon_durations:g} mean job durations"
         )
-    why["gae_lambda"] = "fixed"
+    why["gae_lambda"] = "fixed (RULES)"
 
     per = rules.n_envs * rules.n_steps
-    for k in ("n_envs", "n_steps", "batch_size", "n_epochs", "learning_rate"):
-        why[k] = "fixed rule (rollout of n_envs x n_steps)"
+    rollout = (
+        f"fixed (RULES): {rules.n_envs} x {rules.n_steps} = {per:,} steps per rollout, "
+        f"{per // rules.batch_size} minibatches x {rules.n_epochs} epochs"
+    )
+    for k in ("n_envs", "n_steps", "batch_size", "n_epochs"):
+        why[k] = rollout
+    why["learning_rate"] = "fixed (RULES), decaying linearly to 0 over the run"
     total = _whole_rollouts(
         _clamp(
             rules.total_horizons * horizon, rules.min_total_timesteps, rules.max_total_timesteps
