@@ -69,11 +69,12 @@ class Args:
         default="pas",
         metadata={"help": "lean: 'pas' (behaviour cloning on PAS's decisions) or 'random'"},
     )
-    pas_prob: float = field(
-        default=0.4,
+    pas_confidence: float = field(
+        default=0.2,
         metadata={
-            "help": "lean, --init pas: mean probability of PAS's action in the sampling policy "
-            "after cloning (the logits are scaled to it; the deterministic policy stays PAS's)"
+            "help": "lean, --init pas: after cloning, how far the sampling policy's probability "
+            "of PAS's action is from uniform (0) to certain (1), on average (the logits are "
+            "scaled; the deterministic policy stays PAS's)"
         },
     )
     advantage: str = field(
@@ -345,8 +346,8 @@ def check_args(a: Args) -> Args:
     check_action_mode(a.action_mode)
     if a.init not in ("pas", "random"):
         raise ValueError(f"--init: choose 'pas' or 'random', got {a.init!r}")
-    if not 0.0 < a.pas_prob < 1.0:
-        raise ValueError(f"--pas-prob: must be in (0, 1), got {a.pas_prob}")
+    if not 0.0 < a.pas_confidence < 1.0:
+        raise ValueError(f"--pas-confidence: must be in (0, 1), got {a.pas_confidence}")
     if a.advantage not in ("discounted", "average"):
         raise ValueError(f"--advantage: choose 'discounted' or 'average', got {a.advantage!r}")
     if a.vec_env not in ("dummy", "subproc"):

@@ -62,8 +62,8 @@ class Rules:
     max_total_timesteps: int = 1_000_000
     #: "pas" (behaviour cloning on PAS's decisions, the selection floor) or "random"
     init: str = "pas"
-    #: after cloning, the sampling policy's mean probability of PAS's action (logits scaled)
-    pas_prob: float = 0.4
+    #: after cloning, PAS's action sampled this far from uniform (0) to certain (1), on average
+    pas_confidence: float = 0.2
     #: exact evaluation up to this many per-server CTMC states
     exact_max_states: int = EXACT_MAX_STATES
     #: simulated evaluation: windows in mean job durations, capped in epochs per replication
@@ -103,7 +103,7 @@ class FarmSettings:
     learning_rate: float
     total_timesteps: int
     init: str
-    pas_prob: float
+    pas_confidence: float
     eval_exact: bool
     eval_freq: int
     eval_epochs: int
@@ -230,9 +230,9 @@ def derive_settings(
         if rules.init == "pas"
         else "uniform (orthogonal initialisation)"
     )
-    why["pas_prob"] = (
-        "the clone's logits scaled so that PAS's action is sampled with this mean probability: "
-        "the deterministic policy stays PAS's, the sampling policy explores"
+    why["pas_confidence"] = (
+        "the clone's logits scaled until PAS's action is sampled this far from uniform to "
+        "certain: the deterministic policy stays PAS's, the sampling policy explores"
     )
 
     reason = exact_reason(config, rules.exact_max_states)
@@ -283,7 +283,7 @@ def derive_settings(
         learning_rate=rules.learning_rate,
         total_timesteps=total,
         init=rules.init,
-        pas_prob=rules.pas_prob,
+        pas_confidence=rules.pas_confidence,
         eval_exact=exact,
         eval_freq=eval_freq,
         eval_epochs=ev,

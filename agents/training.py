@@ -74,17 +74,22 @@ class LeanTrainer(LeanPPO):
         return super().update(buf, progress_remaining)
 
     @torch.no_grad()
-    def soften(self, prob: float, n_steps: int = 64) -> float:
-        """Scale the policy head (weights and bias, i.e. the logits) so that the sampling policy
-        picks its argmax with mean probability ``prob`` on states visited by PAS (those with at
-        least two allowed actions); returns the scale (1: already at or below ``prob``).
+    def soften(self, confidence: float, n_steps: int = 64) -> float:
+        """Scale the policy head (weights and bias, i.e. the logits) so that on states visited
+        by PAS the sampling policy's probability of its argmax is, on average, ``confidence`` of
+        the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
+        (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
+        at or below ``confidence``).
 
         Why: the behaviour-cloned policy is nearly deterministic, so PPO samples little else
         and barely moves it (BENCHMARKS.md). Scaling the logits keeps every argmax, so the
         deterministic policy, and its efficiency, stay exactly the clone's, while the
-        sampling policy explores the other actions."""
-        if not 0.0 < prob < 1.0:
-            raise ValueError(f"pas_prob: must be in (0, 1), got {prob}")
+        sampling policy explores the other actions. Normalising per state makes the setting
+        mean the same on farms with 2 or 20 allowed actions (a mean probability of 0.4 cannot
+        be reached in states with two actions, and drove tiny's scale to 0.013, where the
+        trunk got too little gradient to learn)."""
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
         pas = make_policy("pas", self.config, self.cfg.action_mode)
         if self._obs is None:
             self._start()
@@ -101,17 +106,18 @@ class LeanTrainer(LeanPPO):
             return 1.0
         logits, _ = self.forward(torch.from_numpy(np.concatenate(obs_l))[keep])
         masks = masks[keep]
+        uniform = 1.0 / masks.sum(-1).float()
 
-        def pmax(scale: float) -> float:
-            lg = masked_logits(logits * scale, masks)
-            return float(torch.softmax(lg, -1).max(-1).values.mean())
+        def certainty(scale: float) -> float:
+            p = torch.softmax(masked_logits(logits * scale, masks), -1).max(-1).values
+            return float(((p - uniform) / (1.0 - uniform)).mean())
 
-        if pmax(1.0) <= prob:
+        if certainty(1.0) <= confidence:
             return 1.0
-        lo, hi = 1e-4, 1.0  # pmax is increasing in the scale: bisect on a log scale
+        lo, hi = 1e-4, 1.0  # certainty is increasing in the scale: bisect on a log scale
         for _ in range(50):
             mid = math.sqrt(lo * hi)
-            lo, hi = (lo, mid) if pmax(mid) > prob else (mid, hi)
+            lo, hi = (lo, mid) if certainty(mid) > confidence else (mid, hi)
         head = self.policy.action_net
         head.weight.mul_(hi)
         head.bias.mul_(hi)
@@ -239,10 +245,10 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         if a.init == "pas":
             # a few thousand PAS decisions per env cover the states PAS visits
             clone = trainer.clone_pas(n_steps=max(64, math.ceil(16_384 / a.n_envs)))
-            scale = trainer.soften(a.pas_prob)
+            scale = trainer.soften(a.pas_confidence)
             print(f"init: PAS clone, accuracy {clone['accuracy']:.4f} on {clone['samples']:,} "
-                  f"PAS decisions; logits scaled by {scale:.3g} so that the sampling policy "
-                  f"takes PAS's action with mean probability {a.pas_prob:g}")  # fmt: skip
+                  f"PAS decisions; logits scaled by {scale:.3g}: PAS's action sampled "
+                  f"{a.pas_confidence:g} of the way from uniform to certain")  # fmt: skip
         trainer.save(_ckpt_path(ckpt_dir, 0), **side)
     per = a.n_steps * a.n_envs
     end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
