@@ -178,6 +178,34 @@ def _load_newest(ckpt_dir: Path, a: Any) -> tuple[LeanTrainer, Path, int] | None
     return None
 
 
+class _ProgressBar:
+    """A rich progress bar on stderr (rich is a dependency of the ``train`` extra, as for SB3's
+    own bar)."""
+
+    def __init__(self, start: int, end: int):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(
+            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+        )  # fmt: skip
+        self._task = self._p.add_task("train", total=end, completed=start)
+        self._p.start()
+
+    def update(self, steps: int) -> None:
+        self._p.update(self._task, completed=steps)
+
+    def close(self) -> None:
+        self._p.stop()
+
+
 class _Snapshot:
     """The trainer's parameters after its latest update (policy, Adam, step count, running
     average reward): what Ctrl-C saves, whether it came during a rollout or an update."""
@@ -328,12 +356,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     if state["last_eval"] < 0:
         evaluate()
     snap = _Snapshot(trainer)
-    bar = None
-    if a.progress_bar:
-        from tqdm import tqdm
-
-        bar = tqdm(total=end, initial=start, unit="steps", unit_scale=True, file=sys.stderr,
-                   dynamic_ncols=True, desc="train")  # fmt: skip
+    bar = _ProgressBar(start, end) if a.progress_bar else None
 
     def callback(t: LeanTrainer) -> None:
         steps = int(t.num_timesteps)
@@ -348,7 +371,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
             checkpoint()
         snap.take(t)
         if bar is not None:
-            bar.update(steps - bar.n)
+            bar.update(steps)
 
     t_learn, cpu_learn = time.perf_counter(), time.process_time()
     remaining = end - start
