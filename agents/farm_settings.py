@@ -71,6 +71,12 @@ class Rules:
     eval_max_epochs: int = 20_000
     eval_min_epochs: int = 2_000
     eval_replications: int = 16
+    #: ... fewer (at least 4) when one evaluation would exceed this many policy epochs in all
+    eval_epoch_budget: int = 1_000_000
+    #: no window (evaluation, final, policy warm-up) shorter than this many mean job durations:
+    #: a policy evaluated in its transient after PAS's warm-up can look better than any steady
+    #: state (large-10k with 1.7-duration windows: above the relaxation upper bound)
+    min_window_durations: float = 10.0
     final_eval_durations: float = 100.0
     final_eval_max_epochs: int = 100_000
     #: evaluations per run (simulated; exact farms are evaluated after every rollout)
@@ -80,7 +86,7 @@ class Rules:
     #: PAS warm-up of every env (training and evaluation) in mean job durations, capped
     warmup_durations: float = 50.0
     warmup_min_epochs: int = 1_000
-    warmup_max_epochs: int = 100_000
+    warmup_max_epochs: int = 1_000_000
     #: checkpoints per run
     checkpoints_per_run: int = 6
 
@@ -151,12 +157,12 @@ def exact_reason(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> str 
     return None
 
 
-def policy_warmup(config: FarmConfig, window: int, rules: Rules = RULES) -> int:
-    """Unmeasured policy epochs before an evaluation window of ``window`` epochs: the policy's
-    own transient after PAS's warm-up, ``policy_warmup_durations`` mean job durations, at most
-    half the window (on a 10,000-server farm 10 durations are 120,000 epochs), at least 100."""
-    d = math.ceil(rules.policy_warmup_durations * epochs_per_duration(config))
-    return int(max(100, min(d, window // 2)))
+def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
+    """Unmeasured policy epochs before an evaluation window: the policy's own transient after
+    PAS's warm-up, ``policy_warmup_durations`` mean job durations (on a 10,000-server farm
+    120,000 epochs), at least 100. Never shortened to save time: the transient is what a
+    policy that differs from PAS could exploit in a short window."""
+    return int(max(100, math.ceil(rules.policy_warmup_durations * epochs_per_duration(config))))
 
 
 def _clamp(x: float, lo: float, hi: float) -> float:
@@ -237,10 +243,13 @@ def derive_settings(
 
     reason = exact_reason(config, rules.exact_max_states)
     exact = reason is None
-    ev = int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
-                    rules.eval_max_epochs))  # fmt: skip
-    final = int(_clamp(math.ceil(rules.final_eval_durations * epd), rules.eval_min_epochs,
-                       rules.final_eval_max_epochs))  # fmt: skip
+    floor = math.ceil(rules.min_window_durations * epd)
+    ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
+                               rules.eval_max_epochs)))  # fmt: skip
+    final = max(floor, int(_clamp(math.ceil(rules.final_eval_durations * epd),
+                                  rules.eval_min_epochs, rules.final_eval_max_epochs)))  # fmt: skip
+    pw = policy_warmup(config, rules)
+    reps = int(_clamp(rules.eval_epoch_budget // (ev + pw), 4, rules.eval_replications))
     if exact:
         why["eval_exact"] = (
             f"the per-server CTMC has {n_full_states(config):,} states "
@@ -256,13 +265,18 @@ def derive_settings(
         why["eval_freq"] = f"about {rules.evaluations_per_run} evaluations per run"
         why["eval_epochs"] = (
             f"{rules.eval_durations:g} mean job durations per replication, within "
-            f"[{rules.eval_min_epochs:,}, {rules.eval_max_epochs:,}] epochs"
+            f"[{rules.eval_min_epochs:,}, {rules.eval_max_epochs:,}] epochs, never below "
+            f"{rules.min_window_durations:g} durations"
         )
         why["final_eval_epochs"] = (
             f"{rules.final_eval_durations:g} mean job durations per replication, at most "
-            f"{rules.final_eval_max_epochs:,} epochs (fresh seeds)"
+            f"{rules.final_eval_max_epochs:,} epochs, never below {rules.min_window_durations:g} "
+            "durations (fresh seeds, twice the replications)"
         )
-        why["eval_replications"] = "replications run in lockstep in one vector env"
+        why["eval_replications"] = (
+            f"in lockstep in one vector env: {rules.eval_replications}, fewer (>= 4) to keep an "
+            f"evaluation within {rules.eval_epoch_budget:,} policy epochs"
+        )
     warmup = int(_clamp(math.ceil(rules.warmup_durations * epd), rules.warmup_min_epochs,
                         rules.warmup_max_epochs))  # fmt: skip
     why["warmup_epochs"] = (
@@ -287,7 +301,7 @@ def derive_settings(
         eval_exact=exact,
         eval_freq=eval_freq,
         eval_epochs=ev,
-        eval_replications=rules.eval_replications,
+        eval_replications=reps if not exact else rules.eval_replications,
         final_eval_epochs=final,
         warmup_epochs=warmup,
         checkpoint_freq=ckpt,

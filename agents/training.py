@@ -284,7 +284,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
 
     exact = bool(a.eval_exact) and exact_reason(config) is None
-    warm = policy_warmup(config, a.eval_epochs)
+    warm = policy_warmup(config)
     evaluator = PairedEvaluator(
         config, a.action_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
         seed=1_000_000 + a.seed * 1000, warmup_epochs=a.warmup_epochs, policy_warmup=warm,
@@ -409,7 +409,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     final_eval = PairedEvaluator(
         config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
         replications=max(2, 2 * a.eval_replications), seed=2_000_000 + a.seed * 1000,
-        warmup_epochs=a.warmup_epochs, policy_warmup=policy_warmup(config, a.final_eval_epochs),
+        warmup_epochs=a.warmup_epochs, policy_warmup=warm,
     )  # fmt: skip
     est_best = final_eval.measure(best_agent.predictor())
     est_final = final_eval.measure(numpy_predictor(trainer.policy))

@@ -31,10 +31,15 @@ def test_every_setting_has_a_reason_and_a_valid_value(config):
         assert args[k] % per == 0, k
     assert RULES.min_total_timesteps <= st.total_timesteps < RULES.max_total_timesteps + per
     assert st.eval_freq <= st.total_timesteps
-    assert RULES.eval_min_epochs <= st.eval_epochs <= RULES.eval_max_epochs
-    assert st.eval_epochs <= st.final_eval_epochs <= RULES.final_eval_max_epochs
+    floor = math.ceil(RULES.min_window_durations * epochs_per_duration(config))
+    assert max(RULES.eval_min_epochs, floor) <= st.eval_epochs
+    assert st.eval_epochs <= max(RULES.eval_max_epochs, floor)
+    assert st.eval_epochs <= st.final_eval_epochs <= max(RULES.final_eval_max_epochs, floor)
     assert RULES.warmup_min_epochs <= st.warmup_epochs <= RULES.warmup_max_epochs
-    assert 100 <= policy_warmup(config, st.eval_epochs) <= max(100, st.eval_epochs // 2)
+    assert policy_warmup(config) >= max(
+        100, RULES.policy_warmup_durations * epochs_per_duration(config)
+    )
+    assert 4 <= st.eval_replications <= RULES.eval_replications
 
 
 @pytest.mark.parametrize("config", FARMS, ids=lambda c: c.name)
@@ -89,10 +94,16 @@ def test_windows_are_in_mean_job_durations_capped_in_epochs():
     epd = epochs_per_duration(paper)
     assert st.eval_epochs == math.ceil(RULES.eval_durations * epd)
     assert st.final_eval_epochs == math.ceil(RULES.final_eval_durations * epd)
-    large = derive_settings(load_scenario("large-10k"))
-    assert large.eval_epochs == RULES.eval_max_epochs  # 20 durations would be 240,000 epochs
-    assert large.final_eval_epochs == RULES.final_eval_max_epochs
-    assert large.warmup_epochs == RULES.warmup_max_epochs
+    assert st.eval_replications == RULES.eval_replications
+    large_farm = load_scenario("large-10k")
+    large = derive_settings(large_farm)
+    ten = math.ceil(RULES.min_window_durations * epochs_per_duration(large_farm))
+    # the epoch caps would give 1.7 and 8 durations: the 10-duration floor wins
+    assert large.eval_epochs == large.final_eval_epochs == ten
+    assert large.warmup_epochs == math.ceil(
+        RULES.warmup_durations * epochs_per_duration(large_farm)
+    )
+    assert large.eval_replications == 4  # 16 would exceed the evaluation's epoch budget
     assert "~10^" in large.reasons["eval_exact"]  # the huge state count is not printed in full
 
 
