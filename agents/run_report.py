@@ -47,6 +47,8 @@ def format_report(s: dict[str, Any]) -> str:
     if best["gap_to_bound_pct"] is not None:
         parts.append(f"gap to bound: {best['gap_to_bound_pct']:.3f}%")
     lines.append("  " + "   ".join(parts))
+    if s.get("verdict"):  # the lean trainer's paired comparison (exact, or on fresh seeds)
+        lines.append(f"  verdict: PPO (best model) vs PAS {s['verdict']}")
     p = s["paths"]
     lines += [
         f"  model: {best['path']} (final: {s['final']['path']})",

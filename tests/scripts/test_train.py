@@ -15,6 +15,7 @@ pytest.importorskip("sb3_contrib")
 
 import train
 from agents.callbacks import latest_checkpoint, save_model_atomic
+from agents.farm_settings import derive_settings
 from agents.ppo import PPOAgent, model_predictor, write_sidecar
 from agents.wrappers import TrainingWrapper
 from envs import ServerFarmEnv, load_scenario
@@ -25,6 +26,7 @@ from evaluation.measure import simulated_efficiency as rollout_efficiency
 TINY_PAS = 0.3273379092816369
 
 FAST = [
+    "--trainer", "sb3",
     "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",
     "--net-arch", "16,16", "--eval-freq", "128", "--checkpoint-freq", "128",
     "--final-eval-epochs", "500", "--no-progress-bar", "--no-tensorboard",
@@ -198,7 +200,15 @@ def test_settings_precedence(tmp_path):
     a, _ = train.resolve_args(["--hyperparams", str(hp), "--n-steps", "128"])
     assert a.n_steps == 128  # the command line beats the file
     a, _ = train.resolve_args(["--hyperparams", "none"])
+    assert a.n_steps == derive_settings(load_scenario("tiny")).n_steps  # the lean trainer's
+    a, _ = train.resolve_args(["--hyperparams", "none", "--trainer", "sb3"])
     assert a.n_steps == train.Args.n_steps
+    # the sb3 trainer reads its own entries, not the lean trainer's
+    hp.write_text("default: {n_steps: 32}\nsb3: {n_steps: 16}\nsb3:tiny: {gamma: 0.8}\n")
+    a, _ = train.resolve_args(["--hyperparams", str(hp), "--trainer", "sb3"])
+    assert (a.n_steps, a.gamma) == (16, 0.8)
+    a, _ = train.resolve_args(["--hyperparams", str(hp)])
+    assert a.n_steps == 32
     hp.write_text("tiny: {n_stepz: 3}\n")
     with pytest.raises(ValueError, match="n_stepz"):
         train.resolve_args(["--hyperparams", str(hp)])
@@ -210,10 +220,12 @@ def test_shipped_hyperparams_cover_the_presets():
     from envs.scenarios import PRESETS
 
     data = yaml.safe_load(train.DEFAULT_HYPERPARAMS.read_text())
-    assert "default" in data
+    assert "sb3" in data  # the reference trainer's settings; the lean trainer derives its own
+    assert not [k for k in data if not k.startswith("sb3")], "no hand-set lean entries ship"
     for name in PRESETS:
-        a, _ = train.resolve_args(["--scenario", name])
-        assert a.total_timesteps >= 1
+        for trainer in ("lean", "sb3"):
+            a, _ = train.resolve_args(["--scenario", name, "--trainer", trainer])
+            assert a.total_timesteps >= 1
 
 
 def test_bad_arguments_are_named():

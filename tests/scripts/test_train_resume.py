@@ -19,6 +19,7 @@ import train
 from agents.callbacks import list_checkpoints, read_evaluations
 
 FAST = [
+    "--trainer", "sb3",
     "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",
     "--net-arch", "16,16", "--eval-freq", "128", "--final-eval-epochs", "500",
     "--no-progress-bar", "--no-tensorboard", "--hyperparams", "none", "--seed", "3",

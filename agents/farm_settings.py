@@ -1,0 +1,310 @@
+"""Training settings derived from the farm, by rules (issue 12, part 2).
+
+A user brings a farm file with no hyperparameter entry; ``train.py`` must still pick what used
+to be hand-set per preset. :func:`derive_settings` turns a :class:`~envs.config.FarmConfig` into
+a :class:`FarmSettings`: every setting with a one-line reason (printed at the start of a run and
+stored in its ``args.json`` / ``summary.json``). Entries of ``hyperparams/ppo.yml`` and options
+on the command line override them (train.py's precedence).
+
+All rule constants live in :data:`RULES` (one frozen :class:`Rules`), so they can be retuned
+from measurements without touching the rules themselves. The measurements behind each constant
+are in docs/training.md ("Settings derived from the farm").
+
+Units. A decision epoch is an arrival, so one epoch covers ``1 / epochs_per_duration`` of a mean
+job duration (``evaluation.harness.epochs_per_duration``: tiny 2.5 epochs per duration, paper-100
+120, large-10k 12,000). Horizons, evaluation windows and warm-ups are set in mean job durations
+(model time) and converted to epochs per farm, so a 10,000-server farm gets the same model-time
+horizon as a 4-server one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from baselines.ctmc import n_full_states
+from envs.config import FarmConfig
+from envs.observation import check_action_mode, n_actions, obs_size
+from evaluation.exact import EXACT_MAX_STATES
+from evaluation.harness import epochs_per_duration
+
+__all__ = [
+    "RULES",
+    "FarmSettings",
+    "Rules",
+    "derive_settings",
+    "exact_reason",
+    "policy_warmup",
+]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The constants of the rules (see docs/training.md for the measurements behind them)."""
+
+    #: per-server actions up to this many servers, the size-independent group actions above
+    server_actions_max_servers: int = 5
+    #: discount horizon in mean job durations: gamma = 1 - 1 / (horizon x epochs per duration)
+    horizon_durations: float = 4.0
+    #: "discounted" (GAE with the horizon's gamma) or "average" (differential, no discount)
+    advantage: str = "discounted"
+    gae_lambda: float = 0.95
+    #: rollout: envs x steps per env, minibatch, epochs per rollout
+    n_envs: int = 16
+    n_steps: int = 256
+    batch_size: int = 256
+    n_epochs: int = 10
+    learning_rate: float = 3e-4
+    #: total steps = this many discount horizons of decisions, within [min, max]
+    total_horizons: float = 15_000.0
+    min_total_timesteps: int = 150_000
+    max_total_timesteps: int = 1_000_000
+    #: "pas" (behaviour cloning on PAS's decisions, the selection floor) or "random"
+    init: str = "pas"
+    #: after cloning, PAS's action sampled this far from uniform (0) to certain (1), on average
+    pas_confidence: float = 0.2
+    #: exact evaluation up to this many per-server CTMC states
+    exact_max_states: int = EXACT_MAX_STATES
+    #: simulated evaluation: windows in mean job durations, capped in epochs per replication
+    eval_durations: float = 20.0
+    eval_max_epochs: int = 20_000
+    eval_min_epochs: int = 2_000
+    eval_replications: int = 16
+    #: ... fewer (at least 4) when one evaluation would exceed this many policy epochs in all
+    eval_epoch_budget: int = 1_000_000
+    #: no window (evaluation, final, policy warm-up) shorter than this many mean job durations:
+    #: a policy evaluated in its transient after PAS's warm-up can look better than any steady
+    #: state (large-10k with 1.7-duration windows: above the relaxation upper bound)
+    min_window_durations: float = 10.0
+    final_eval_durations: float = 100.0
+    final_eval_max_epochs: int = 100_000
+    #: evaluations per run (simulated; exact farms are evaluated after every rollout)
+    evaluations_per_run: int = 8
+    #: unmeasured policy epochs per evaluation replication, in durations, at most half the window
+    policy_warmup_durations: float = 10.0
+    #: PAS warm-up of every env (training and evaluation) in mean job durations, capped
+    warmup_durations: float = 50.0
+    warmup_min_epochs: int = 1_000
+    warmup_max_epochs: int = 1_000_000
+    #: checkpoints per run
+    checkpoints_per_run: int = 6
+
+
+RULES = Rules()
+
+
+@dataclass
+class FarmSettings:
+    """Every derived setting (names as ``train.Args``) and why (``reasons[name]``)."""
+
+    action_mode: str
+    advantage: str
+    gamma: float
+    gae_lambda: float
+    n_envs: int
+    n_steps: int
+    batch_size: int
+    n_epochs: int
+    learning_rate: float
+    total_timesteps: int
+    init: str
+    pas_confidence: float
+    eval_exact: bool
+    eval_freq: int
+    eval_epochs: int
+    eval_replications: int
+    final_eval_epochs: int
+    warmup_epochs: int
+    checkpoint_freq: int
+    epochs_per_duration: float
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def as_args(self) -> dict[str, Any]:
+        """The settings that are ``train.Args`` fields (what train.py merges)."""
+        d = asdict(self)
+        d.pop("reasons")
+        d.pop("epochs_per_duration")
+        return d
+
+    def describe(self, overridden: dict[str, Any] | None = None) -> list[str]:
+        """One line per setting: ``name = value  (reason)``; ``overridden`` maps names to the
+        value and source (file or command line) that replaced the derived one."""
+        overridden = overridden or {}
+        lines = []
+        for k, v in self.as_args().items():
+            if k in overridden:
+                val, src = overridden[k]
+                lines.append(f"  {k} = {val}  ({src}; derived {v})")
+            else:
+                lines.append(f"  {k} = {v}  ({self.reasons.get(k, '')})")
+        return lines
+
+
+def exact_reason(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> str | None:
+    """Why the farm's per-server CTMC is not solved exactly, or None when it is.
+
+    (``evaluation.exact.exact_unsupported_reason`` formats the state count as a decimal integer,
+    which Python refuses above 4,300 digits: large-10k has ~10^7000 states. This check compares
+    the count without printing it.)"""
+    if not config.all_exponential:
+        return "job sizes are not exponential (the per-server chain is not Markov)"
+    if config.is_time_varying:
+        return "rates or prices vary in time (the chain assumes constant rates)"
+    n = n_full_states(config)
+    if n > max_states:
+        return f"the per-server chain has ~10^{math.log10(n):.0f} states (> {max_states:,})"
+    return None
+
+
+def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
+    """Unmeasured policy epochs before an evaluation window: the policy's own transient after
+    PAS's warm-up, ``policy_warmup_durations`` mean job durations (on a 10,000-server farm
+    120,000 epochs), at least 100. Never shortened to save time: the transient is what a
+    policy that differs from PAS could exploit in a short window."""
+    return int(max(100, math.ceil(rules.policy_warmup_durations * epochs_per_duration(config))))
+
+
+def _clamp(x: float, lo: float, hi: float) -> float:
+    return min(hi, max(lo, x))
+
+
+def _whole_rollouts(steps: float, per: int) -> int:
+    return max(1, math.ceil(steps / per)) * per
+
+
+def derive_settings(
+    config: FarmConfig, action_mode: str | None = None, rules: Rules = RULES
+) -> FarmSettings:
+    """The training settings of ``config`` by the rules of ``rules`` (see the module docstring);
+    ``action_mode`` given (by a file or the command line) is kept and the rest follows from it."""
+    epd = float(epochs_per_duration(config))
+    why: dict[str, str] = {}
+
+    # action mode: the per-server encoding makes the network tell exchangeable servers apart by
+    # their occupancy, which costs samples as the farm grows; the group encoding is exact for
+    # exchangeable servers and independent of the farm's size
+    if action_mode is None:
+        n = config.n_servers
+        action_mode = "server" if n <= rules.server_actions_max_servers else "group"
+        why["action_mode"] = (
+            f"{n} servers {'<=' if action_mode == 'server' else '>'} "
+            f"{rules.server_actions_max_servers}: {action_mode} actions "
+            f"({n_actions(config, action_mode)} actions, {obs_size(config, action_mode)} inputs)"
+        )
+    else:
+        check_action_mode(action_mode)
+        why["action_mode"] = "given"
+
+    horizon = rules.horizon_durations * epd
+    gamma = 1.0 - 1.0 / max(1.0 + 1e-9, horizon)
+    if rules.advantage == "average":
+        why["advantage"] = "average reward: the env's reward W - eta P is already Dinkelbach's"
+        why["gamma"] = "unused by the average-reward advantage (stored for reference)"
+    else:
+        why["advantage"] = "discounted GAE"
+        why["gamma"] = (
+            f"1 - 1/({rules.horizon_durations:g} durations x {epd:.3g} epochs per duration): "
+            f"a horizon of {rules.horizon_durations:g} mean job durations"
+        )
+    why["gae_lambda"] = "fixed (RULES)"
+
+    per = rules.n_envs * rules.n_steps
+    rollout = (
+        f"fixed (RULES): {rules.n_envs} x {rules.n_steps} = {per:,} steps per rollout, "
+        f"{per // rules.batch_size} minibatches x {rules.n_epochs} epochs"
+    )
+    for k in ("n_envs", "n_steps", "batch_size", "n_epochs"):
+        why[k] = rollout
+    why["learning_rate"] = "fixed (RULES), decaying linearly to 0 over the run"
+    total = _whole_rollouts(
+        _clamp(
+            rules.total_horizons * horizon, rules.min_total_timesteps, rules.max_total_timesteps
+        ),
+        per,
+    )
+    why["total_timesteps"] = (
+        f"{rules.total_horizons:g} horizons of {horizon:.3g} decisions, within "
+        f"[{rules.min_total_timesteps:,}, {rules.max_total_timesteps:,}], whole rollouts"
+    )
+
+    if rules.init not in ("pas", "random"):
+        raise ValueError(f"rules.init: choose 'pas' or 'random', got {rules.init!r}")
+    why["init"] = (
+        "behaviour cloning on PAS's decisions: training starts at PAS, the step-0 model is the "
+        "floor of the best-model selection"
+        if rules.init == "pas"
+        else "uniform (orthogonal initialisation)"
+    )
+    why["pas_confidence"] = (
+        "the clone's logits scaled until PAS's action is sampled this far from uniform to "
+        "certain: the deterministic policy stays PAS's, the sampling policy explores"
+    )
+
+    reason = exact_reason(config, rules.exact_max_states)
+    exact = reason is None
+    floor = math.ceil(rules.min_window_durations * epd)
+    ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
+                               rules.eval_max_epochs)))  # fmt: skip
+    final = max(floor, int(_clamp(math.ceil(rules.final_eval_durations * epd),
+                                  rules.eval_min_epochs, rules.final_eval_max_epochs)))  # fmt: skip
+    pw = policy_warmup(config, rules)
+    reps = int(_clamp(rules.eval_epoch_budget // (ev + pw), 4, rules.eval_replications))
+    if exact:
+        why["eval_exact"] = (
+            f"the per-server CTMC has {n_full_states(config):,} states "
+            f"(<= {rules.exact_max_states:,}): exact, no noise"
+        )
+        eval_freq = per
+        why["eval_freq"] = "every rollout (an exact evaluation is cheap)"
+        why["eval_epochs"] = why["final_eval_epochs"] = "unused (exact)"
+        why["eval_replications"] = "unused (exact)"
+    else:
+        why["eval_exact"] = f"{reason}: simulated, paired with PAS on common random numbers"
+        eval_freq = _whole_rollouts(total / rules.evaluations_per_run, per)
+        why["eval_freq"] = f"about {rules.evaluations_per_run} evaluations per run"
+        why["eval_epochs"] = (
+            f"{rules.eval_durations:g} mean job durations per replication, within "
+            f"[{rules.eval_min_epochs:,}, {rules.eval_max_epochs:,}] epochs, never below "
+            f"{rules.min_window_durations:g} durations"
+        )
+        why["final_eval_epochs"] = (
+            f"{rules.final_eval_durations:g} mean job durations per replication, at most "
+            f"{rules.final_eval_max_epochs:,} epochs, never below {rules.min_window_durations:g} "
+            "durations (fresh seeds, twice the replications)"
+        )
+        why["eval_replications"] = (
+            f"in lockstep in one vector env: {rules.eval_replications}, fewer (>= 4) to keep an "
+            f"evaluation within {rules.eval_epoch_budget:,} policy epochs"
+        )
+    warmup = int(_clamp(math.ceil(rules.warmup_durations * epd), rules.warmup_min_epochs,
+                        rules.warmup_max_epochs))  # fmt: skip
+    why["warmup_epochs"] = (
+        f"PAS warm-up from the empty farm: {rules.warmup_durations:g} mean job durations, "
+        f"within [{rules.warmup_min_epochs:,}, {rules.warmup_max_epochs:,}] epochs"
+    )
+    ckpt = _whole_rollouts(total / rules.checkpoints_per_run, per)
+    why["checkpoint_freq"] = f"about {rules.checkpoints_per_run} checkpoints per run"
+    return FarmSettings(
+        action_mode=action_mode,
+        advantage=rules.advantage,
+        gamma=gamma,
+        gae_lambda=rules.gae_lambda,
+        n_envs=rules.n_envs,
+        n_steps=rules.n_steps,
+        batch_size=rules.batch_size,
+        n_epochs=rules.n_epochs,
+        learning_rate=rules.learning_rate,
+        total_timesteps=total,
+        init=rules.init,
+        pas_confidence=rules.pas_confidence,
+        eval_exact=exact,
+        eval_freq=eval_freq,
+        eval_epochs=ev,
+        eval_replications=reps if not exact else rules.eval_replications,
+        final_eval_epochs=final,
+        warmup_epochs=warmup,
+        checkpoint_freq=ckpt,
+        epochs_per_duration=epd,
+        reasons=why,
+    )

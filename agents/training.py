@@ -1,0 +1,461 @@
+"""train.py's default trainer: the lean masked PPO (``agents.lean_ppo``) with the run directory,
+evaluations, best-model selection, checkpoints, resume and Ctrl-C of ``train.py``.
+
+One job (:func:`train_lean`):
+
+1. a new run builds the trainer and, with ``init="pas"``, fits the policy to PAS's decisions
+   (``LeanPPO.clone_pas``) and checkpoints it at step 0; ``resume`` loads the newest checkpoint
+   that loads (a damaged one is skipped with a warning);
+2. the policy is evaluated at step 0, then every ``eval_freq`` steps and at the end, exactly
+   where the per-server chain is small, else in the vector env with fixed seeds, paired with PAS
+   on the same seeds (``agents.selection``); ``best_model.zip`` is replaced only by a model that
+   is better than it (exact, or the paired 95% interval above 0);
+3. the best and the final model are measured once more, on fresh seeds, next to PAS on the
+   same seeds: the summary says whether PPO beats PAS significantly, is not significantly
+   different, or is below.
+
+The run directory has the layout of the SB3 trainer's (docs/training.md): ``args.json``,
+``references.json``, ``evaluations.jsonl``, ``checkpoints/``, ``tb/``, ``best_model.zip``,
+``final_model.zip`` (each with its sidecar for ``agents.ppo.PPOAgent.load``), ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.callbacks import list_checkpoints, read_evaluations
+from agents.farm_settings import exact_reason, policy_warmup
+from agents.lean_ppo import LeanPPO, LeanPPOConfig, masked_logits, numpy_predictor
+from agents.ppo import PPOAgent, atomic_write_json
+from agents.selection import (
+    BestModelSelector,
+    PairedComparison,
+    PairedEvaluator,
+    compare,
+    estimate_as_dict,
+    estimate_from_dict,
+)
+from baselines.registry import make_policy
+from envs.config import FarmConfig
+from evaluation.measure import EfficiencyEstimate, References
+from evaluation.provenance import versions
+from evaluation.references import reference_values
+from evaluation.stats import gaps
+
+__all__ = ["LeanTrainer", "lean_config", "train_lean"]
+
+#: checkpoints kept (the newest)
+KEEP_CHECKPOINTS = 3
+
+
+class LeanTrainer(LeanPPO):
+    """``LeanPPO`` whose linear learning-rate schedule runs over the whole run
+    (``schedule_total`` steps), not over one ``learn`` call: a resumed run continues the
+    schedule where the checkpoint left it, as SB3's ``reset_num_timesteps=False`` does."""
+
+    schedule_total: int = 0
+
+    def update(self, buf: dict[str, torch.Tensor], progress_remaining: float) -> dict[str, float]:
+        if self.schedule_total > 0:
+            per = self.cfg.n_steps * self.cfg.n_envs
+            done = (self.num_timesteps - per) / self.schedule_total
+            progress_remaining = min(1.0, max(0.0, 1.0 - done))
+        return super().update(buf, progress_remaining)
+
+    @torch.no_grad()
+    def soften(self, confidence: float, n_steps: int = 64) -> float:
+        """Scale the policy head (weights and bias, i.e. the logits) so that on states visited
+        by PAS the sampling policy's probability of its argmax is, on average, ``confidence`` of
+        the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
+        (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
+        at or below ``confidence``).
+
+        Why: the behaviour-cloned policy is nearly deterministic, so PPO samples little else
+        and barely moves it (BENCHMARKS.md). Scaling the logits keeps every argmax, so the
+        deterministic policy, and its efficiency, stay exactly the clone's, while the
+        sampling policy explores the other actions. Normalising per state makes the setting
+        mean the same on farms with 2 or 20 allowed actions (a mean probability of 0.4 cannot
+        be reached in states with two actions, and drove tiny's scale to 0.013, where the
+        trunk got too little gradient to learn)."""
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
+        pas = make_policy("pas", self.config, self.cfg.action_mode)
+        if self._obs is None:
+            self._start()
+        obs_l, mask_l = [], []
+        for _ in range(n_steps):
+            m = self.venv.action_masks()
+            a, _ = pas.predict(self._obs, action_masks=m)
+            obs_l.append(self._obs)
+            mask_l.append(m)
+            self._obs = self.venv.step(a)[0]
+        masks = torch.from_numpy(np.concatenate(mask_l))
+        keep = masks.sum(-1) >= 2
+        if not bool(keep.any()):
+            return 1.0
+        logits, _ = self.forward(torch.from_numpy(np.concatenate(obs_l))[keep])
+        masks = masks[keep]
+        uniform = 1.0 / masks.sum(-1).float()
+
+        def certainty(scale: float) -> float:
+            p = torch.softmax(masked_logits(logits * scale, masks), -1).max(-1).values
+            return float(((p - uniform) / (1.0 - uniform)).mean())
+
+        if certainty(1.0) <= confidence:
+            return 1.0
+        lo, hi = 1e-4, 1.0  # certainty is increasing in the scale: bisect on a log scale
+        for _ in range(50):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (lo, mid) if certainty(mid) > confidence else (mid, hi)
+        head = self.policy.action_net
+        head.weight.mul_(hi)
+        head.bias.mul_(hi)
+        return hi
+
+
+def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
+    """The ``LeanPPOConfig`` of train.py's resolved arguments ``a``."""
+    eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
+    return LeanPPOConfig(
+        n_envs=a.n_envs, n_steps=a.n_steps, batch_size=a.batch_size, n_epochs=a.n_epochs,
+        learning_rate=a.learning_rate, lr_schedule=a.lr_schedule, advantage=a.advantage,
+        gamma=a.gamma, gae_lambda=a.gae_lambda, clip_range=a.clip_range, ent_coef=a.ent_coef,
+        vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
+        net_arch=tuple(int(x) for x in str(a.net_arch).split(",") if x.strip()),
+        activation=a.activation, torch_threads=a.torch_threads,
+        seed=a.seed if seed is None else seed, action_mode=a.action_mode, reward_eta=eta,
+        eta_tau=a.eta_tau, warmup_epochs=a.warmup_epochs,
+    )  # fmt: skip
+
+
+def _ckpt_path(ckpt_dir: Path, steps: int) -> Path:
+    return ckpt_dir / f"ckpt_{steps}_steps.zip"
+
+
+def _prune(ckpt_dir: Path) -> None:
+    for path, _ in list_checkpoints(ckpt_dir)[KEEP_CHECKPOINTS:]:
+        path.with_suffix(".json").unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+
+
+def _load_newest(ckpt_dir: Path, a: Any) -> tuple[LeanTrainer, Path, int] | None:
+    """The newest checkpoint that loads: (trainer, path, timesteps); None if there is none.
+    A damaged one (cut short, no sidecar, wrong step count) is skipped with a warning."""
+    errors = []
+    for path, steps in list_checkpoints(ckpt_dir):
+        try:
+            # fresh random streams for the continuation (the first ones were seeded with a.seed)
+            overrides = dataclasses.asdict(lean_config(a, seed=a.seed + steps))
+            trainer = LeanTrainer.load(path, **overrides)
+            if trainer.num_timesteps != steps:
+                raise ValueError(
+                    f"it holds {trainer.num_timesteps} timesteps, its name says {steps}"
+                )
+        except Exception as err:  # any failure to load our own file means it is damaged
+            why = " ".join(f"{type(err).__name__}: {err}".split())
+            errors.append(f"{path.name} ({why})")
+            print(
+                f"warning: checkpoint {path} cannot be loaded ({why}); trying the previous one",
+                file=sys.stderr,
+            )
+            continue
+        return trainer, path, steps
+    if errors:
+        raise ValueError(
+            f"--resume: no checkpoint in {ckpt_dir} can be loaded: {'; '.join(errors)}"
+        )
+    return None
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr (rich is a dependency of the ``train`` extra, as for SB3's
+    own bar)."""
+
+    def __init__(self, start: int, end: int):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(
+            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+        )  # fmt: skip
+        self._task = self._p.add_task("train", total=end, completed=start)
+        self._p.start()
+
+    def update(self, steps: int) -> None:
+        self._p.update(self._task, completed=steps)
+
+    def close(self) -> None:
+        self._p.stop()
+
+
+class _Snapshot:
+    """The trainer's parameters after its latest update (policy, Adam, step count, running
+    average reward): what Ctrl-C saves, whether it came during a rollout or an update."""
+
+    def __init__(self, trainer: LeanTrainer):
+        self.take(trainer)
+
+    def take(self, t: LeanTrainer) -> None:
+        self.steps = int(t.num_timesteps)
+        self.policy = copy.deepcopy(t.policy.state_dict())
+        self.optim = copy.deepcopy(t.optimizer.state_dict())
+        self.rho, self.rho_init = t.rho, t._rho_init
+
+    def restore(self, t: LeanTrainer) -> None:
+        t.policy.load_state_dict(self.policy)
+        t.optimizer.load_state_dict(self.optim)
+        t.num_timesteps, t.rho, t._rho_init = self.steps, self.rho, self.rho_init
+
+
+def _references(config: FarmConfig, pas: EfficiencyEstimate) -> References:
+    refs = reference_values(config, compute_optimum=True)
+    opt, bound = refs["optimum"], refs["upper_bound"]
+    return References(
+        pas,
+        None if opt is None else float(opt["efficiency"]),
+        f"not computable ({refs['optimum_reason']})" if opt is None else f"exact ({opt['source']})",
+        None if bound is None else float(bound["efficiency"]),
+        bound["source"] if bound is not None else f"not computable: {refs['upper_bound_reason']}",
+    )
+
+
+def _plain(est: EfficiencyEstimate) -> EfficiencyEstimate:
+    return EfficiencyEstimate(est.efficiency, est.ci95, est.method, est.epochs, est.replications)
+
+
+def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run (or resume, ``a.resume``) one lean training job described by train.py's resolved
+    arguments ``a``; returns the summary written to ``summary.json``. ``derived`` (the derived
+    settings and their reasons) is stored in the summary.
+
+    Raises:
+        ValueError: a resume to fewer timesteps than its checkpoint, or no loadable checkpoint.
+        SystemExit(130): after Ctrl-C inside training (a checkpoint is saved first).
+    """
+    torch.set_num_threads(max(1, a.torch_threads))
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = out / "checkpoints"
+    ckpt_dir.mkdir(exist_ok=True)
+    side = {"train_args": dataclasses.asdict(a)}
+    loaded = _load_newest(ckpt_dir, a) if a.resume else None
+    if a.resume and loaded is None:
+        print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+    if loaded is not None:
+        trainer, ckpt, start = loaded
+        if start > a.total_timesteps:
+            raise ValueError(
+                f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start:,} "
+                f"timesteps of the run's checkpoint {ckpt}; a run cannot be shortened (its result "
+                "is in summary.json): give a larger total to train on"
+            )
+        print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
+    else:
+        trainer, start = LeanTrainer(config, lean_config(a)), 0
+        if a.init == "pas":
+            # a few thousand PAS decisions per env cover the states PAS visits
+            clone = trainer.clone_pas(n_steps=max(64, math.ceil(16_384 / a.n_envs)))
+            scale = trainer.soften(a.pas_confidence)
+            print(f"init: PAS clone, accuracy {clone['accuracy']:.4f} on {clone['samples']:,} "
+                  f"PAS decisions; logits scaled by {scale:.3g}: PAS's action sampled "
+                  f"{a.pas_confidence:g} of the way from uniform to certain")  # fmt: skip
+        trainer.save(_ckpt_path(ckpt_dir, 0), **side)
+    per = a.n_steps * a.n_envs
+    end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
+    trainer.schedule_total = end
+    atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
+
+    exact = bool(a.eval_exact) and exact_reason(config) is None
+    warm = policy_warmup(config)
+    evaluator = PairedEvaluator(
+        config, a.action_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
+        seed=1_000_000 + a.seed * 1000, warmup_epochs=a.warmup_epochs, policy_warmup=warm,
+    )  # fmt: skip
+    ref_file = out / "references.json"
+    if ref_file.exists():
+        refs = References.from_dict(json.loads(ref_file.read_text()))
+    else:
+        refs = _references(config, _plain(evaluator.pas))
+        atomic_write_json(ref_file, refs.as_dict())
+
+    best_path, eval_log = out / "best_model.zip", out / "evaluations.jsonl"
+    history = read_evaluations(eval_log) if loaded is not None else []
+    superseded = [h for h in history if h["timesteps"] > start]
+    history = [h for h in history if h["timesteps"] <= start]
+    if superseded:
+        with open(out / "evaluations_superseded.jsonl", "a") as f:
+            f.write("".join(json.dumps(h) + "\n" for h in superseded))
+    _rewrite(eval_log, history)
+    best = None
+    if loaded is not None and best_path.exists():
+        saved = json.loads(best_path.with_suffix(".json").read_text()).get("eval_estimate")
+        best = estimate_from_dict(saved) if saved else None
+    selector = BestModelSelector(evaluator, best)
+
+    writer = None
+    if a.tensorboard:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(out / "tb" / "lean_1"))
+    state = {"last_eval": history[-1]["timesteps"] if history else -1,
+             "last_ckpt": start}  # fmt: skip
+
+    def evaluate() -> None:
+        t0 = time.perf_counter()
+        est = evaluator.measure(numpy_predictor(trainer.policy))
+        replaced, vs_pas, vs_best = selector.consider(est)
+        steps = int(trainer.num_timesteps)
+        entry = {
+            "timesteps": steps, "efficiency": est.efficiency, "ci95": est.ci95,
+            "method": est.method, **gaps(est.efficiency, refs.pas.efficiency, refs.optimum,
+                                         refs.upper_bound),
+            "vs_pas": vs_pas.as_dict(), "vs_best": None if vs_best is None else vs_best.as_dict(),
+            "replaced_best": replaced, "wall_s": time.perf_counter() - t0,
+        }  # fmt: skip
+        if replaced:
+            trainer.save(best_path, eval_efficiency=est.efficiency,
+                         eval_estimate=estimate_as_dict(est), **side)  # fmt: skip
+        history.append(entry)
+        with open(eval_log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        state["last_eval"] = steps
+        if writer is not None:
+            writer.add_scalar("eval/efficiency", est.efficiency, steps)
+            writer.add_scalar("eval/paired_gap_to_pas_pct", vs_pas.gap_pct, steps)
+            for key in ("gap_to_optimum_pct", "gap_to_bound_pct"):
+                if entry[key] is not None:
+                    writer.add_scalar(f"eval/{key}", entry[key], steps)
+        if a.verbose:
+            print(f"eval @ {steps:,}: {est.efficiency:.6f}, vs PAS {vs_pas.describe()}"
+                  + (" (new best)" if replaced else ""))  # fmt: skip
+
+    def checkpoint() -> None:
+        steps = int(trainer.num_timesteps)
+        trainer.save(_ckpt_path(ckpt_dir, steps), **side)
+        _prune(ckpt_dir)
+        state["last_ckpt"] = steps
+
+    if state["last_eval"] < 0:
+        evaluate()
+    snap = _Snapshot(trainer)
+    bar = _ProgressBar(start, end) if a.progress_bar else None
+
+    def callback(t: LeanTrainer) -> None:
+        steps = int(t.num_timesteps)
+        if writer is not None and t.history:
+            h = t.history[-1]
+            writer.add_scalar("rollout/efficiency", h["efficiency"], steps)
+            for k in ("policy", "value", "entropy", "approx_kl", "clip_fraction", "lr", "rho"):
+                writer.add_scalar(f"train/{k}", h[k], steps)
+        if a.eval_freq > 0 and steps - state["last_eval"] >= a.eval_freq:
+            evaluate()
+        if a.checkpoint_freq > 0 and steps - state["last_ckpt"] >= a.checkpoint_freq:
+            checkpoint()
+        snap.take(t)
+        if bar is not None:
+            bar.update(steps)
+
+    t_learn, cpu_learn = time.perf_counter(), time.process_time()
+    remaining = end - start
+    if remaining > 0:
+        try:
+            trainer.learn(remaining, callback)
+        except KeyboardInterrupt:
+            if bar is not None:
+                bar.close()
+            again = f"continue with: python train.py --output-dir {out} --resume"
+            if snap.steps == start:
+                what = f"nothing trained since the checkpoint at {start:,} timesteps"
+            else:
+                snap.restore(trainer)
+                if state["last_ckpt"] != snap.steps:
+                    checkpoint()
+                what = f"saved checkpoint {_ckpt_path(ckpt_dir, snap.steps)} ({snap.steps:,} timesteps)"
+            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
+            raise SystemExit(130) from None
+    if bar is not None:
+        bar.close()
+    learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
+    if state["last_eval"] != trainer.num_timesteps:
+        evaluate()
+    if state["last_ckpt"] != trainer.num_timesteps:
+        checkpoint()
+    final_path = trainer.save(out / "final_model.zip", **side)
+    if writer is not None:
+        writer.close()
+
+    # the final verdict: exact, or best, final and PAS on fresh seeds (the selection's seeds
+    # favour the model picked on them)
+    best_agent = PPOAgent.load(best_path)
+    best_steps = int(best_agent.meta.get("timesteps", 0))
+    final_eval = PairedEvaluator(
+        config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
+        replications=max(2, 2 * a.eval_replications), seed=2_000_000 + a.seed * 1000,
+        warmup_epochs=a.warmup_epochs, policy_warmup=warm,
+    )  # fmt: skip
+    est_best = final_eval.measure(best_agent.predictor())
+    est_final = final_eval.measure(numpy_predictor(trainer.policy))
+    pas_final = final_eval.pas
+    if not exact:  # the report's PAS is the one measured on the final seeds, paired
+        refs = dataclasses.replace(refs, pas=_plain(pas_final))
+    best_vs_pas, final_vs_pas = compare(est_best, pas_final), compare(est_final, pas_final)
+
+    def report(est: EfficiencyEstimate, vs: PairedComparison) -> dict[str, Any]:
+        g = gaps(est.efficiency, refs.pas.efficiency, refs.optimum, refs.upper_bound)
+        if not exact:  # the paired gap is the one to read
+            g["gap_to_pas_pct"] = vs.gap_pct
+        return _plain(est).as_dict() | g | {"vs_pas": vs.as_dict()}
+
+    summary = {
+        "trainer": "lean",
+        "scenario": config.name,
+        "scenario_spec": a.scenario,
+        "action_mode": a.action_mode,
+        "seed": a.seed,
+        "config": dataclasses.asdict(a),
+        "derived_settings": derived,
+        "versions": versions(),
+        "timesteps": int(trainer.num_timesteps),
+        "learn_wall_s": learn_s,
+        "learn_cpu_s": learn_cpu_s,
+        "resumed_from": start if loaded is not None else None,
+        "references": refs.as_dict(),
+        "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best, best_vs_pas)},
+        "final": {"path": str(final_path), **report(est_final, final_vs_pas)},
+        "verdict": best_vs_pas.describe(),
+        "best_eval_efficiency": None if selector.best is None else selector.best.efficiency,
+        "n_evaluations": len(history),
+        "gap_convention": "gap_to_pas_pct = 100 (ppo - pas) / pas (positive: PPO better; "
+        "paired on common random numbers when simulated); gap_to_optimum_pct / "
+        "gap_to_bound_pct = 100 (X - ppo) / X (shortfall)",
+        "paths": {
+            "run_dir": str(out),
+            "tensorboard": str(out / "tb") if a.tensorboard else None,
+            "evaluations": str(eval_log),
+        },
+    }
+    return summary
+
+
+def _rewrite(path: Path, entries: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(h) + "\n" for h in entries))
+    os.replace(tmp, path)

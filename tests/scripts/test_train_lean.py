@@ -1,0 +1,238 @@
+"""train.py's default trainer (lean masked PPO, agents/training.py): the run directory, the
+report's lines that CI greps, the PAS-clone floor of the best model, paired simulated
+evaluations, resume (history kept, a lower total refused, a damaged checkpoint skipped) and
+Ctrl-C (the latest update's parameters saved, exit 130).
+
+One small base run (tiny, 512 timesteps, rollouts of 2 x 64) is copied for each resume test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import torch
+
+import train
+from agents.callbacks import list_checkpoints, read_evaluations
+from agents.ppo import PPOAgent, read_sidecar
+from agents.training import LeanTrainer
+
+FAST = [
+    "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",
+    "--net-arch", "16,16", "--eval-freq", "128", "--no-progress-bar", "--no-tensorboard",
+    "--hyperparams", "none", "--seed", "3",
+]  # fmt: skip
+
+#: the lines .ci/run greps in the report (the model path differs here)
+CI_LINES = [
+    r"^  PPO \(best model, [0-9,]* steps\)  efficiency [0-9.]* \(exact\)$",
+    r"^  PAS  *efficiency [0-9.]* \(exact\)$",
+    r"^  optimum  *efficiency [0-9.]* \(exact\)$",
+    r"^  PPO vs PAS: [+-][0-9.]*%   gap to optimum: [0-9.]*%",
+    r"^  model: .*best_model.zip",
+]
+
+
+def _exit_code(call) -> int:
+    try:
+        call()
+    except SystemExit as e:
+        return int(e.code)
+    return 0
+
+
+def _resume(out: Path, total: int) -> dict:
+    return train.main(
+        ["--output-dir", str(out), "--resume", "--total-timesteps", str(total), "--no-progress-bar"]
+    )
+
+
+def _best(out: Path) -> dict:
+    return json.loads((out / "best_model.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory) -> tuple[Path, dict, str]:
+    out = tmp_path_factory.mktemp("lean") / "run"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        summary = train.main([*FAST, "--output-dir", str(out), "--total-timesteps", "512",
+                              "--checkpoint-freq", "256"])  # fmt: skip
+    return out, summary, buf.getvalue()
+
+
+@pytest.fixture
+def run_copy(base_run, tmp_path) -> Path:
+    return Path(shutil.copytree(base_run[0], tmp_path / "run"))
+
+
+def test_default_trainer_writes_the_run_directory(base_run):
+    out, summary, _ = base_run
+    assert summary["trainer"] == "lean" and summary["timesteps"] == 512
+    for name in ("args.json", "summary.json", "final_model.zip", "final_model.json",
+                 "best_model.zip", "best_model.json", "evaluations.jsonl", "references.json",
+                 "learning_curve.png"):  # fmt: skip
+        assert (out / name).exists(), name
+    steps = [h["timesteps"] for h in read_evaluations(out / "evaluations.jsonl")]
+    assert steps == [0, 128, 256, 384, 512]
+    # the PAS clone of step 0 is checkpointed too: a resume never clones again
+    assert [s for _, s in list_checkpoints(out / "checkpoints")] == [512, 256, 0]
+    assert json.loads((out / "args.json").read_text())["trainer"] == "lean"
+    side = read_sidecar(out / "best_model.zip")
+    assert side["trainer"] == "lean_ppo" and side["train_args"]["init"] == "pas"
+    agent = PPOAgent.load(out)  # the run directory loads its best model
+    assert agent.config.name == "tiny" and agent.action_mode == "server"
+    d = summary["derived_settings"]
+    assert set(d["values"]) <= set(d["reasons"]) and d["overridden"]["n_envs"] == 2
+
+
+def test_report_prints_the_lines_ci_greps(base_run):
+    _, _, printed = base_run
+    lines = printed.splitlines()
+    for pattern in CI_LINES:
+        assert any(re.search(pattern, line) for line in lines), pattern
+    assert any(line.startswith("  verdict: PPO (best model) vs PAS") for line in lines)
+    assert any(line.startswith("  action_mode = server  (4 servers <= 5") for line in lines)
+
+
+def test_best_model_starts_at_the_pas_clone_and_is_the_best_measured(base_run):
+    """Exact evaluations: the step-0 model (the PAS clone) is the first best, and the kept model
+    is the best ever measured (replaced only by a strictly better one)."""
+    out, summary, _ = base_run
+    hist = read_evaluations(out / "evaluations.jsonl")
+    assert hist[0]["replaced_best"] and hist[0]["method"] == "exact"
+    pas = summary["references"]["pas"]["efficiency"]
+    assert hist[0]["efficiency"] == pytest.approx(pas, rel=1e-3)  # a faithful clone
+    best = _best(out)
+    assert best["eval_efficiency"] == max(h["efficiency"] for h in hist)
+    assert summary["best"]["efficiency"] == pytest.approx(best["eval_efficiency"], rel=1e-12)
+    assert summary["best"]["vs_pas"]["method"] == "exact"
+    assert summary["verdict"].endswith(("better than PAS", "equal to PAS", "below PAS"))
+
+
+def test_simulated_evaluation_is_paired_with_pas(tmp_path):
+    """--no-eval-exact: every evaluation is a vector-env simulation paired with PAS on the same
+    seeds, the final one on fresh seeds with twice the replications."""
+    out = tmp_path / "sim"
+    summary = train.main([*FAST, "--scenario", "small-1", "--no-eval-exact", "--init", "random",
+                          "--output-dir", str(out), "--total-timesteps", "256",
+                          "--eval-epochs", "300", "--eval-replications", "3",
+                          "--final-eval-epochs", "300"])  # fmt: skip
+    hist = read_evaluations(out / "evaluations.jsonl")
+    assert [h["timesteps"] for h in hist] == [0, 128, 256]
+    for h in hist:
+        assert h["method"] == "simulation" and h["vs_pas"]["method"] == "paired"
+        assert h["vs_pas"]["n"] == 3
+    vs = summary["best"]["vs_pas"]
+    assert vs["method"] == "paired" and vs["n"] == 6
+    assert vs["verdict"] in ("better", "worse", "not significantly different")
+    assert summary["best"]["gap_to_pas_pct"] == vs["gap_pct"]
+    assert summary["references"]["pas"]["method"] == "simulation"
+
+
+def test_resume_keeps_the_history_and_the_best_model(run_copy):
+    before = read_evaluations(run_copy / "evaluations.jsonl")
+    best_before = _best(run_copy)["eval_efficiency"]
+    summary = _resume(run_copy, 768)
+    after = read_evaluations(run_copy / "evaluations.jsonl")
+    assert after[: len(before)] == before
+    assert [h["timesteps"] for h in after] == [0, 128, 256, 384, 512, 640, 768]
+    assert _best(run_copy)["eval_efficiency"] == max(h["efficiency"] for h in after) >= best_before
+    assert summary["resumed_from"] == 512 and summary["timesteps"] == 768
+
+
+def test_evaluations_after_the_checkpoint_are_superseded(run_copy):
+    before = read_evaluations(run_copy / "evaluations.jsonl")
+    (run_copy / "checkpoints" / "ckpt_512_steps.zip").unlink()
+    summary = _resume(run_copy, 640)
+    assert summary["resumed_from"] == 256
+    after = read_evaluations(run_copy / "evaluations.jsonl")
+    superseded = read_evaluations(run_copy / "evaluations_superseded.jsonl")
+    assert [h["timesteps"] for h in after] == [0, 128, 256, 384, 512, 640]
+    assert after[:3] == before[:3] and superseded == before[3:]
+
+
+def test_resume_below_the_checkpoint_is_refused(run_copy, capsys):
+    summary_before = (run_copy / "summary.json").read_text()
+    assert _exit_code(lambda: _resume(run_copy, 256)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("train.py: error: --resume: --total-timesteps 256 is below the 512")
+    assert "\n" not in err
+    assert (run_copy / "summary.json").read_text() == summary_before
+    assert _resume(run_copy, 512)["timesteps"] == 512  # an equal total finishes the report
+
+
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one(run_copy, capsys):
+    newest = run_copy / "checkpoints" / "ckpt_512_steps.zip"
+    newest.write_bytes(newest.read_bytes()[:1000])  # cut short
+    summary = _resume(run_copy, 640)
+    assert f"warning: checkpoint {newest} cannot be loaded" in capsys.readouterr().err
+    assert summary["resumed_from"] == 256 and summary["timesteps"] == 640
+
+
+def test_no_loadable_checkpoint_is_an_error(run_copy, capsys):
+    for path, _ in list_checkpoints(run_copy / "checkpoints"):
+        path.write_bytes(b"not a zip")
+    assert _exit_code(lambda: _resume(run_copy, 640)) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["rollout", "update"])
+def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path, capsys,
+                                                      monkeypatch):  # fmt: skip
+    """Interrupted in the rollout after 256 timesteps or at the end of the update that follows
+    it, the run saves the parameters it had at 256: those of the uninterrupted base run's
+    checkpoint at 256 (same seed, deterministic CPU training)."""
+    if where == "rollout":
+        original = LeanTrainer.collect
+
+        def collect(self, buf):
+            if self.num_timesteps >= 256:
+                raise KeyboardInterrupt
+            return original(self, buf)
+
+        monkeypatch.setattr(LeanTrainer, "collect", collect)
+    else:
+        original_update = LeanTrainer.update
+
+        def update(self, buf, progress):
+            stats = original_update(self, buf, progress)
+            if self.num_timesteps >= 384:  # the parameters have moved on from those at 256
+                raise KeyboardInterrupt
+            return stats
+
+        monkeypatch.setattr(LeanTrainer, "update", update)
+    out = tmp_path / "run"
+    argv = [*FAST, "--output-dir", str(out), "--total-timesteps", "512",
+            "--checkpoint-freq", "1024", "--progress-bar"]  # fmt: skip
+    assert _exit_code(lambda: train.main(argv)) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("train.py: interrupted; saved checkpoint") and "--resume" in err
+    assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256, 0]
+    a = LeanTrainer.load(out / "checkpoints" / "ckpt_256_steps.zip")
+    b = LeanTrainer.load(base_run[0] / "checkpoints" / "ckpt_256_steps.zip")
+    assert a.num_timesteps == b.num_timesteps == 256
+    for (k, x), (_, y) in zip(a.policy.state_dict().items(), b.policy.state_dict().items(),
+                              strict=True):  # fmt: skip
+        assert torch.equal(x, y), k
+    monkeypatch.undo()
+    summary = _resume(out, 384)
+    assert summary["resumed_from"] == 256 and summary["timesteps"] == 384
+
+
+def test_options_of_the_other_trainer_are_refused(capsys):
+    assert _exit_code(lambda: train.main(["--reward", "expected"])) == 2
+    assert "--trainer sb3" in capsys.readouterr().err
+    assert _exit_code(lambda: train.main(["--trainer", "sb3", "--init", "pas"])) == 2
+    assert "lean trainer" in capsys.readouterr().err
+    assert _exit_code(lambda: train.main(["--trainer", "tf"])) == 2
+    assert "--trainer" in capsys.readouterr().err
