@@ -6,6 +6,7 @@
     python train.py --scenario paper-100 --init random --total-timesteps 1000000
     python train.py --trainer sb3                     # the reference: sb3-contrib MaskablePPO
     python train.py --output-dir runs/tiny-server-s0 --resume   # continue after a kill
+    python train.py --generalist                      # the farm-agnostic generalist (docs/generalist.md)
 
 Two trainers: ``lean`` (the default; ``agents.training``: the CleanRL-style masked PPO of
 ``agents.lean_ppo`` on the compiled vector env, ~30x the steps per CPU second) and ``sb3``
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,8 @@ from typing import Any
 
 from agents.callbacks import latest_checkpoint
 from agents.farm_settings import derive_settings
+from agents.generalist_run import build_parser as build_generalist_parser
+from agents.generalist_run import main as generalist_main
 from agents.ppo import atomic_write_json
 from agents.run_report import format_report, plot_learning_curves
 from agents.sb3_training import parse_net_arch, train_sb3
@@ -506,6 +510,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with 130 after saving a checkpoint."""
 
     result: dict[str, Any] = {}
+    rest = sys.argv[1:] if argv is None else list(argv)
+    if rest[:1] == ["--generalist"]:  # its own options (agents.generalist_run)
+        generalist = build_generalist_parser()
+        code = run_cli(generalist, lambda: result.update(generalist_main(rest[1:])))
+        if code:
+            raise SystemExit(code)
+        return result
 
     def run() -> None:
         args, _ = resolve_args(argv)

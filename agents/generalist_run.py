@@ -31,14 +31,14 @@ from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
 from evaluation.measure import exact_efficiency
 
-__all__ = ["GeneralistArgs", "main", "validation_farms"]
+__all__ = ["GeneralistArgs", "build_parser", "main", "validation_farms"]
 
 
 @dataclass
 class GeneralistArgs:
     """The run's options (``--name-with-dashes`` on the command line)."""
 
-    total_timesteps: int = 2_500_000
+    total_timesteps: int = 2_500_000  # the shipped model: ~30 CPU minutes
     seed: int = 0
     output_dir: str = "runs/generalist-s0"
     eval_every: int = 40  # rollouts between validation points
@@ -87,10 +87,16 @@ def plot_curve(points: Sequence[dict[str, float]], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def parse(argv: Sequence[str] | None) -> GeneralistArgs:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``train.py --generalist`` (the fields of :class:`GeneralistArgs`)."""
     p = argparse.ArgumentParser(prog="train.py --generalist", description=__doc__.split("\n")[0])
     for f in fields(GeneralistArgs):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    return p
+
+
+def parse(argv: Sequence[str] | None) -> GeneralistArgs:
+    p = build_parser()
     a = GeneralistArgs(**vars(p.parse_args(argv)))
     for name in ("total_timesteps", "eval_every", "n_eval_farms", "torch_threads"):
         if getattr(a, name) < 1:

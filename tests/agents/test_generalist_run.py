@@ -39,3 +39,12 @@ def test_a_short_run_writes_its_files(tmp_path: Path) -> None:
         assert (tmp_path / name).stat().st_size > 0
     meta = json.loads((tmp_path / "generalist.json").read_text())
     assert meta["command"].startswith("python train.py --generalist --total-timesteps 8192")
+
+
+def test_train_py_delegates_generalist_runs(capsys) -> None:
+    import train
+
+    with pytest.raises(SystemExit) as e:
+        train.main(["--generalist", "--n-eval-farms", "0"])
+    assert e.value.code == 2
+    assert "train.py --generalist: error: --n-eval-farms: must be >= 1" in capsys.readouterr().err
