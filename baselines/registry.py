@@ -109,6 +109,9 @@ POLICIES: _Registry = _Registry(
         "best-priority": PolicyEntry(BestPriorityPolicy),
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
+        # the shipped farm-agnostic network (agents/models/generalist.pt), any farm up to 8
+        # groups and buffers of 8
+        "generalist": PolicyEntry("agents.generalist:GeneralistPolicy"),
     }
 )
 

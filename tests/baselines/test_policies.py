@@ -49,9 +49,9 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
     return best
 
 
-# optimal solves an MDP and pdr-pas needs a geo scenario: both have their own tests; ppo is a
-# learned policy named with its model file (tests/agents)
-NAMES = [n for n in POLICIES if n not in ("optimal", "pdr-pas", "ppo")]
+# optimal solves an MDP and pdr-pas needs a geo scenario: both have their own tests; ppo (named
+# with its model file) and the shipped generalist are learned policies (tests/agents)
+NAMES = [n for n in POLICIES if n not in ("optimal", "pdr-pas", "ppo", "generalist")]
 
 
 # best-priority searches tables against the farm: a small budget keeps these rule tests fast
