@@ -26,7 +26,7 @@ from typing import Any
 from baselines.ctmc import n_full_states
 from envs.config import FarmConfig
 from envs.observation import check_action_mode, n_actions, obs_size
-from evaluation.exact import EXACT_MAX_STATES
+from evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason
 from evaluation.harness import epochs_per_duration
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "FarmSettings",
     "Rules",
     "derive_settings",
-    "exact_reason",
     "policy_warmup",
 ]
 
@@ -141,22 +140,6 @@ class FarmSettings:
         return lines
 
 
-def exact_reason(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> str | None:
-    """Why the farm's per-server CTMC is not solved exactly, or None when it is.
-
-    (``evaluation.exact.exact_unsupported_reason`` formats the state count as a decimal integer,
-    which Python refuses above 4,300 digits: large-10k has ~10^7000 states. This check compares
-    the count without printing it.)"""
-    if not config.all_exponential:
-        return "job sizes are not exponential (the per-server chain is not Markov)"
-    if config.is_time_varying:
-        return "rates or prices vary in time (the chain assumes constant rates)"
-    n = n_full_states(config)
-    if n > max_states:
-        return f"the per-server chain has ~10^{math.log10(n):.0f} states (> {max_states:,})"
-    return None
-
-
 def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
     """Unmeasured policy epochs before an evaluation window: the policy's own transient after
     PAS's warm-up, ``policy_warmup_durations`` mean job durations (on a 10,000-server farm
@@ -241,7 +224,7 @@ def derive_settings(
         "certain: the deterministic policy stays PAS's, the sampling policy explores"
     )
 
-    reason = exact_reason(config, rules.exact_max_states)
+    reason = exact_unsupported_reason(config, rules.exact_max_states)
     exact = reason is None
     floor = math.ceil(rules.min_window_durations * epd)
     ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from agents.callbacks import list_checkpoints, read_evaluations
-from agents.farm_settings import exact_reason, policy_warmup
+from agents.farm_settings import policy_warmup
 from agents.lean_ppo import LeanPPO, LeanPPOConfig, masked_logits, numpy_predictor
 from agents.ppo import PPOAgent, atomic_write_json
 from agents.selection import (
@@ -48,6 +48,7 @@ from agents.selection import (
 )
 from baselines.registry import make_policy
 from envs.config import FarmConfig
+from evaluation.exact import exact_solvable
 from evaluation.measure import EfficiencyEstimate, References
 from evaluation.provenance import versions
 from evaluation.references import reference_values
@@ -283,7 +284,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     trainer.schedule_total = end
     atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
 
-    exact = bool(a.eval_exact) and exact_reason(config) is None
+    exact = bool(a.eval_exact) and exact_solvable(config)
     warm = policy_warmup(config)
     evaluator = PairedEvaluator(
         config, a.action_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
