@@ -20,8 +20,11 @@ live in ``tests/conftest.py``, and no test module imports another).
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -611,3 +614,28 @@ CHECKER_OPTIONS = (
     {"warmup_epochs": 200, "warmup_policy": "random"},
     {"reward_eta": 0.3, "reward_scale": 10.0, "eta_tau": 50.0},
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts (train.py, evaluate.py, ...): exit codes and run directories
+# ---------------------------------------------------------------------------------------------
+def exit_code(call: Callable[[], Any]) -> int:
+    """The exit status of a script's main: its return value, or the SystemExit it raises."""
+    try:
+        rc = call()
+    except SystemExit as e:
+        return int(e.code)
+    return rc if isinstance(rc, int) else 0
+
+
+def resume_run(main: Callable[[list[str]], Any], out: Path, total: int) -> Any:
+    """``train.py --resume`` of the run in ``out`` up to ``total`` steps (``main`` is train.main,
+    passed in so that this module imports without the train extra)."""
+    return main(
+        ["--output-dir", str(out), "--resume", "--total-timesteps", str(total), "--no-progress-bar"]
+    )
+
+
+def best_sidecar(out: Path) -> dict:
+    """The JSON sidecar of a run's best model."""
+    return json.loads((out / "best_model.json").read_text())

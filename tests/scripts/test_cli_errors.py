@@ -19,6 +19,7 @@ import evaluate as evaluate_cli
 import sweep as sweep_cli
 import train
 from evaluation.report import atomic_write, check_output_paths
+from tests.helpers import exit_code
 
 MALFORMED = {
     # name: (file suffix, bytes, line the error must name)
@@ -33,15 +34,6 @@ def _malformed(tmp_path: Path, kind: str) -> tuple[Path, int]:
     path = tmp_path / f"bad{suffix}"
     path.write_bytes(data)
     return path, line
-
-
-def _exit_code(call) -> int:
-    """The exit status of a script's main: its return value, or the SystemExit it raises."""
-    try:
-        rc = call()
-    except SystemExit as e:
-        return int(e.code)
-    return rc if isinstance(rc, int) else 0
 
 
 def _assert_one_line_error(capsys, prog: str, *fragments: str) -> str:
@@ -85,7 +77,7 @@ needs_scenario_reader = pytest.mark.xfail(
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_train_hyperparams_file_errors_name_the_line(kind, tmp_path, capsys):
     path, line = _malformed(tmp_path, kind)
-    code = _exit_code(lambda: train.main(["--hyperparams", str(path)]))
+    code = exit_code(lambda: train.main(["--hyperparams", str(path)]))
     assert code == 2
     _assert_one_line_error(capsys, "train.py", f"{path}: line {line}:")
 
@@ -93,14 +85,14 @@ def test_train_hyperparams_file_errors_name_the_line(kind, tmp_path, capsys):
 @pytest.mark.parametrize("kind", sorted(MALFORMED))
 def test_train_args_file_errors_name_the_line(kind, tmp_path, capsys):
     path, line = _malformed(tmp_path, kind)
-    code = _exit_code(lambda: train.main(["--args-file", str(path)]))
+    code = exit_code(lambda: train.main(["--args-file", str(path)]))
     assert code == 2
     _assert_one_line_error(capsys, "train.py", f"{path}: line {line}:")
 
 
 def test_train_resume_with_a_damaged_args_json(tmp_path, capsys):
     (tmp_path / "args.json").write_text('{"scenario": "tiny",')
-    code = _exit_code(lambda: train.main(["--output-dir", str(tmp_path), "--resume"]))
+    code = exit_code(lambda: train.main(["--output-dir", str(tmp_path), "--resume"]))
     assert code == 2
     _assert_one_line_error(capsys, "train.py", f"{tmp_path / 'args.json'}: line 1:")
 
@@ -115,7 +107,7 @@ def test_scenario_file_errors_name_the_line(script, kind, tmp_path, capsys):
         "sweep.py": lambda: sweep_cli.main(["--scenarios", str(path), "--horizon", "100"]),
         "train.py": lambda: train.main(["--scenario", str(path)]),
     }[script]
-    assert _exit_code(call) == 2
+    assert exit_code(call) == 2
     _assert_one_line_error(capsys, script, f"{path}: line {line}:")
 
 
@@ -214,9 +206,9 @@ def test_device_without_a_gpu_is_refused(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    assert _exit_code(lambda: train.main(["--device", "cuda"])) == 2
+    assert exit_code(lambda: train.main(["--device", "cuda"])) == 2
     _assert_one_line_error(capsys, "train.py", "--device cuda", "--device cpu")
-    assert _exit_code(lambda: train.main(["--device", "gpu0"])) == 2
+    assert exit_code(lambda: train.main(["--device", "gpu0"])) == 2
     _assert_one_line_error(capsys, "train.py", "is not a torch device")
 
 

@@ -25,6 +25,7 @@ import train
 from agents.callbacks import list_checkpoints, read_evaluations
 from agents.ppo import PPOAgent, read_sidecar
 from agents.training import LeanTrainer
+from tests.helpers import best_sidecar, exit_code, resume_run
 
 FAST = [
     "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",
@@ -40,24 +41,6 @@ CI_LINES = [
     r"^  PPO vs PAS: [+-][0-9.]*%   gap to optimum: [0-9.]*%",
     r"^  model: .*best_model.zip",
 ]
-
-
-def _exit_code(call) -> int:
-    try:
-        call()
-    except SystemExit as e:
-        return int(e.code)
-    return 0
-
-
-def _resume(out: Path, total: int) -> dict:
-    return train.main(
-        ["--output-dir", str(out), "--resume", "--total-timesteps", str(total), "--no-progress-bar"]
-    )
-
-
-def _best(out: Path) -> dict:
-    return json.loads((out / "best_model.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +95,7 @@ def test_best_model_starts_at_the_pas_clone_and_is_the_best_measured(base_run):
     assert hist[0]["replaced_best"] and hist[0]["method"] == "exact"
     pas = summary["references"]["pas"]["efficiency"]
     assert hist[0]["efficiency"] == pytest.approx(pas, rel=1e-3)  # a faithful clone
-    best = _best(out)
+    best = best_sidecar(out)
     assert best["eval_efficiency"] == max(h["efficiency"] for h in hist)
     assert summary["best"]["efficiency"] == pytest.approx(best["eval_efficiency"], rel=1e-12)
     assert summary["best"]["vs_pas"]["method"] == "exact"
@@ -141,19 +124,23 @@ def test_simulated_evaluation_is_paired_with_pas(tmp_path):
 
 def test_resume_keeps_the_history_and_the_best_model(run_copy):
     before = read_evaluations(run_copy / "evaluations.jsonl")
-    best_before = _best(run_copy)["eval_efficiency"]
-    summary = _resume(run_copy, 768)
+    best_before = best_sidecar(run_copy)["eval_efficiency"]
+    summary = resume_run(train.main, run_copy, 768)
     after = read_evaluations(run_copy / "evaluations.jsonl")
     assert after[: len(before)] == before
     assert [h["timesteps"] for h in after] == [0, 128, 256, 384, 512, 640, 768]
-    assert _best(run_copy)["eval_efficiency"] == max(h["efficiency"] for h in after) >= best_before
+    assert (
+        best_sidecar(run_copy)["eval_efficiency"]
+        == max(h["efficiency"] for h in after)
+        >= best_before
+    )
     assert summary["resumed_from"] == 512 and summary["timesteps"] == 768
 
 
 def test_evaluations_after_the_checkpoint_are_superseded(run_copy):
     before = read_evaluations(run_copy / "evaluations.jsonl")
     (run_copy / "checkpoints" / "ckpt_512_steps.zip").unlink()
-    summary = _resume(run_copy, 640)
+    summary = resume_run(train.main, run_copy, 640)
     assert summary["resumed_from"] == 256
     after = read_evaluations(run_copy / "evaluations.jsonl")
     superseded = read_evaluations(run_copy / "evaluations_superseded.jsonl")
@@ -163,18 +150,20 @@ def test_evaluations_after_the_checkpoint_are_superseded(run_copy):
 
 def test_resume_below_the_checkpoint_is_refused(run_copy, capsys):
     summary_before = (run_copy / "summary.json").read_text()
-    assert _exit_code(lambda: _resume(run_copy, 256)) == 2
+    assert exit_code(lambda: resume_run(train.main, run_copy, 256)) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("train.py: error: --resume: --total-timesteps 256 is below the 512")
     assert "\n" not in err
     assert (run_copy / "summary.json").read_text() == summary_before
-    assert _resume(run_copy, 512)["timesteps"] == 512  # an equal total finishes the report
+    assert (
+        resume_run(train.main, run_copy, 512)["timesteps"] == 512
+    )  # an equal total finishes the report
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one(run_copy, capsys):
     newest = run_copy / "checkpoints" / "ckpt_512_steps.zip"
     newest.write_bytes(newest.read_bytes()[:1000])  # cut short
-    summary = _resume(run_copy, 640)
+    summary = resume_run(train.main, run_copy, 640)
     assert f"warning: checkpoint {newest} cannot be loaded" in capsys.readouterr().err
     assert summary["resumed_from"] == 256 and summary["timesteps"] == 640
 
@@ -182,7 +171,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(run_copy, capsys):
 def test_no_loadable_checkpoint_is_an_error(run_copy, capsys):
     for path, _ in list_checkpoints(run_copy / "checkpoints"):
         path.write_bytes(b"not a zip")
-    assert _exit_code(lambda: _resume(run_copy, 640)) == 2
+    assert exit_code(lambda: resume_run(train.main, run_copy, 640)) == 2
     assert "no checkpoint in" in capsys.readouterr().err
 
 
@@ -214,7 +203,7 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
     out = tmp_path / "run"
     argv = [*FAST, "--output-dir", str(out), "--total-timesteps", "512",
             "--checkpoint-freq", "1024", "--progress-bar"]  # fmt: skip
-    assert _exit_code(lambda: train.main(argv)) == 130
+    assert exit_code(lambda: train.main(argv)) == 130
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("train.py: interrupted; saved checkpoint") and "--resume" in err
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256, 0]
@@ -225,14 +214,14 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
                               strict=True):  # fmt: skip
         assert torch.equal(x, y), k
     monkeypatch.undo()
-    summary = _resume(out, 384)
+    summary = resume_run(train.main, out, 384)
     assert summary["resumed_from"] == 256 and summary["timesteps"] == 384
 
 
 def test_options_of_the_other_trainer_are_refused(capsys):
-    assert _exit_code(lambda: train.main(["--reward", "expected"])) == 2
+    assert exit_code(lambda: train.main(["--reward", "expected"])) == 2
     assert "--trainer sb3" in capsys.readouterr().err
-    assert _exit_code(lambda: train.main(["--trainer", "sb3", "--init", "pas"])) == 2
+    assert exit_code(lambda: train.main(["--trainer", "sb3", "--init", "pas"])) == 2
     assert "lean trainer" in capsys.readouterr().err
-    assert _exit_code(lambda: train.main(["--trainer", "tf"])) == 2
+    assert exit_code(lambda: train.main(["--trainer", "tf"])) == 2
     assert "--trainer" in capsys.readouterr().err

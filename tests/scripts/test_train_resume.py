@@ -7,7 +7,6 @@ One small base run (tiny, 512 timesteps, rollouts of 2 x 64) is copied for each 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ pytest.importorskip("sb3_contrib")
 
 import train
 from agents.callbacks import list_checkpoints, read_evaluations
+from tests.helpers import best_sidecar, exit_code, resume_run
 
 FAST = [
     "--trainer", "sb3",
@@ -24,24 +24,6 @@ FAST = [
     "--net-arch", "16,16", "--eval-freq", "128", "--final-eval-epochs", "500",
     "--no-progress-bar", "--no-tensorboard", "--hyperparams", "none", "--seed", "3",
 ]  # fmt: skip
-
-
-def _exit_code(call) -> int:
-    try:
-        call()
-    except SystemExit as e:
-        return int(e.code)
-    return 0
-
-
-def _resume(out: Path, total: int) -> dict:
-    return train.main(
-        ["--output-dir", str(out), "--resume", "--total-timesteps", str(total), "--no-progress-bar"]
-    )
-
-
-def _best(out: Path) -> dict:
-    return json.loads((out / "best_model.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +47,13 @@ def test_base_run_history(base_run):
 
 def test_resume_keeps_the_evaluation_history_and_the_best_model(run_copy):
     before = read_evaluations(run_copy / "evaluations.jsonl")
-    best_before = _best(run_copy)["eval_efficiency"]
+    best_before = best_sidecar(run_copy)["eval_efficiency"]
     assert best_before == max(h["efficiency"] for h in before)
-    summary = _resume(run_copy, 768)
+    summary = resume_run(train.main, run_copy, 768)
     after = read_evaluations(run_copy / "evaluations.jsonl")
     assert after[: len(before)] == before, "evaluations up to the checkpoint are kept as they were"
     assert [h["timesteps"] for h in after] == [0, 128, 256, 384, 512, 640, 768]
-    best = _best(run_copy)
+    best = best_sidecar(run_copy)
     # the best model is the best ever measured: replaced only by a better one
     assert best["eval_efficiency"] == max(h["efficiency"] for h in after) >= best_before
     best_entry = max(after, key=lambda h: h["efficiency"])
@@ -85,35 +67,35 @@ def test_evaluations_after_the_checkpoint_are_superseded_not_lost(run_copy):
     384 and 512 again; the first measurements move to evaluations_superseded.jsonl, and the best
     model (perhaps from one of them) is only replaced by a better one."""
     before = read_evaluations(run_copy / "evaluations.jsonl")
-    best_before = _best(run_copy)["eval_efficiency"]
+    best_before = best_sidecar(run_copy)["eval_efficiency"]
     (run_copy / "checkpoints" / "ckpt_512_steps.zip").unlink()
-    summary = _resume(run_copy, 640)
+    summary = resume_run(train.main, run_copy, 640)
     assert summary["resumed_from"] == 256
     after = read_evaluations(run_copy / "evaluations.jsonl")
     superseded = read_evaluations(run_copy / "evaluations_superseded.jsonl")
     assert [h["timesteps"] for h in after] == [0, 128, 256, 384, 512, 640]
     assert after[:3] == before[:3] and superseded == before[3:]
-    best = _best(run_copy)["eval_efficiency"]
+    best = best_sidecar(run_copy)["eval_efficiency"]
     assert best == max(h["efficiency"] for h in after + superseded) >= best_before
 
 
 def test_resume_below_the_checkpoint_is_refused(run_copy, capsys):
     args_before = (run_copy / "args.json").read_text()
     summary_before = (run_copy / "summary.json").read_text()
-    assert _exit_code(lambda: _resume(run_copy, 256)) == 2
+    assert exit_code(lambda: resume_run(train.main, run_copy, 256)) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("train.py: error: --resume: --total-timesteps 256 is below the 512")
     assert "\n" not in err
     assert (run_copy / "args.json").read_text() == args_before
     assert (run_copy / "summary.json").read_text() == summary_before
     # the same total is allowed: it finishes a run killed during its final evaluation
-    assert _resume(run_copy, 512)["timesteps"] == 512
+    assert resume_run(train.main, run_copy, 512)["timesteps"] == 512
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one(run_copy, capsys):
     newest = run_copy / "checkpoints" / "ckpt_512_steps.zip"
     newest.write_bytes(newest.read_bytes()[:1000])  # cut short
-    summary = _resume(run_copy, 640)
+    summary = resume_run(train.main, run_copy, 640)
     err = capsys.readouterr().err
     assert f"warning: checkpoint {newest} cannot be loaded" in err
     assert summary["resumed_from"] == 256 and summary["timesteps"] == 640
@@ -122,7 +104,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one(run_copy, capsys):
 def test_no_loadable_checkpoint_is_an_error(run_copy, capsys):
     for path, _ in list_checkpoints(run_copy / "checkpoints"):
         path.write_bytes(b"not a zip")
-    assert _exit_code(lambda: _resume(run_copy, 640)) == 2
+    assert exit_code(lambda: resume_run(train.main, run_copy, 640)) == 2
     assert "no checkpoint in" in capsys.readouterr().err
 
 
@@ -157,7 +139,7 @@ def test_ctrl_c_saves_the_latest_rollout_start_and_exits_130(where, base_run, tm
     out = tmp_path / "run"
     argv = [*FAST, "--output-dir", str(out), "--total-timesteps", "512",
             "--checkpoint-freq", "1024", "--progress-bar"]  # fmt: skip
-    assert _exit_code(lambda: train.main(argv)) == 130
+    assert exit_code(lambda: train.main(argv)) == 130
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("train.py: interrupted; saved checkpoint") and "--resume" in err
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256]
@@ -168,5 +150,5 @@ def test_ctrl_c_saves_the_latest_rollout_start_and_exits_130(where, base_run, tm
                               strict=True):  # fmt: skip
         assert (a == b).all(), k
     monkeypatch.undo()
-    summary = _resume(out, 384)
+    summary = resume_run(train.main, out, 384)
     assert summary["resumed_from"] == 256 and summary["timesteps"] == 384
