@@ -38,7 +38,7 @@ from envs.scenarios import load_scenario, random_farm  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
 from evaluation.measure import exact_efficiency  # noqa: E402
 from evaluation.references import optimum_solution  # noqa: E402
-from evaluation.stats import mean_ci  # noqa: E402
+from evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
 from evaluation.vector_eval import vector_efficiency  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
@@ -55,10 +55,6 @@ FULL = {"n_farms": 100, "presets": PRESETS, "epochs": 20_000, "replications": 16
 QUICK = {"n_farms": 4, "presets": ("tiny",), "epochs": 2_000, "replications": 4}
 
 
-def _gap(opt: float, eff: float) -> float:
-    return 100.0 * (opt - eff) / opt
-
-
 def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
     seed, model = task
     config = random_farm(seed)
@@ -71,7 +67,8 @@ def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
     opt = float(sol.value)
     return row | {
         "optimum": opt, "pas": pas.efficiency, "generalist": gen.efficiency,
-        "pas_gap_pct": _gap(opt, pas.efficiency), "generalist_gap_pct": _gap(opt, gen.efficiency),
+        "pas_gap_pct": shortfall_pct(pas.efficiency, opt),
+        "generalist_gap_pct": shortfall_pct(gen.efficiency, opt),
         "at_least_pas": gen.efficiency >= pas.efficiency - 1e-9,
     }  # fmt: skip
 
