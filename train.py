@@ -69,6 +69,14 @@ class Args:
     action_mode: str = field(
         default="auto", metadata={"help": "'server', 'group' or 'auto' (derived from the farm)"}
     )
+    server_network: str = field(
+        default="tied",
+        metadata={
+            "help": "lean, server actions: 'tied' (one network over (group, level) pairs, shared "
+            "by a group's exchangeable servers; the job goes to the smallest allowed server of "
+            "the chosen pair) or 'mlp' (one output per server)"
+        },
+    )
     init: str = field(
         default="pas",
         metadata={"help": "lean: 'pas' (behaviour cloning on PAS's decisions) or 'random'"},
@@ -257,10 +265,12 @@ def load_hyperparams(
 
 def _saved_args(path: str | Path) -> dict[str, Any]:
     """The fields of a saved ``args.json``; files written before the lean trainer existed have
-    no ``trainer``: they were MaskablePPO (sb3) runs."""
+    no ``trainer``: they were MaskablePPO (sb3) runs; lean runs from before ``server_network``
+    trained one output per server (``mlp``)."""
     saved = load_mapping_file(path)
     out = {k: _coerce(k, v) for k, v in saved.items() if k in FIELDS}
     out.setdefault("trainer", "sb3")
+    out.setdefault("server_network", "mlp")
     if out["trainer"] == "sb3":
         out = LEAN_ONLY | out
     return out
@@ -348,6 +358,8 @@ def check_args(a: Args) -> Args:
         raise ValueError(f"--trainer: choose 'lean' or 'sb3', got {a.trainer!r}")
     a.action_mode = _mode(a.scenario, a.action_mode)
     check_action_mode(a.action_mode)
+    if a.server_network not in ("tied", "mlp"):
+        raise ValueError(f"--server-network: choose 'tied' or 'mlp', got {a.server_network!r}")
     if a.init not in ("pas", "random"):
         raise ValueError(f"--init: choose 'pas' or 'random', got {a.init!r}")
     if not 0.0 < a.pas_confidence < 1.0:
@@ -396,7 +408,8 @@ def check_args(a: Args) -> Args:
             if getattr(a, k) != v:
                 raise ValueError(
                     f"--{k.replace('_', '-')} {getattr(a, k)}: an option of the lean trainer "
-                    f"(MaskablePPO starts from a random policy, discounted): drop it or use "
+                    f"(MaskablePPO starts from a random policy, discounted, one output per server): "
+                    "drop it or use "
                     "--trainer lean"
                 )
     if not a.output_dir:
@@ -408,7 +421,7 @@ def check_args(a: Args) -> Args:
 SB3_ONLY = {"vec_env": "dummy", "reward": "env", "normalize_reward": False, "episode_steps": 0,
             "target_kl": 0.0}  # fmt: skip
 #: options of the lean trainer only (the sb3 trainer starts from a random policy, discounted)
-LEAN_ONLY = {"init": "random", "advantage": "discounted"}
+LEAN_ONLY = {"init": "random", "advantage": "discounted", "server_network": "mlp"}
 
 
 def check_lean_args(a: Args) -> None:

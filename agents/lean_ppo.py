@@ -608,8 +608,10 @@ class LeanPPO:
         return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
 
     # ---- saving ---------------------------------------------------------------------------------
-    def save(self, path: str | Path, **sidecar: Any) -> Path:
-        """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``."""
+    def save(self, path: str | Path, action_mode: str | None = None, **sidecar: Any) -> Path:
+        """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``.
+        ``action_mode``: the actions the saved model serves, by default the network's own;
+        ``"server"`` for a group network tied over exchangeable servers (``agents.ppo``)."""
         p = Path(path)
         if p.suffix != ".zip":
             p = p.with_name(p.name + ".zip")
@@ -621,7 +623,8 @@ class LeanPPO:
         cfg = asdict(self.cfg)
         cfg["net_arch"] = list(cfg["net_arch"])
         write_sidecar(
-            p, self.config, self.cfg.action_mode, timesteps=self.num_timesteps,
+            p, self.config, action_mode or self.cfg.action_mode, network_mode=self.cfg.action_mode,
+            timesteps=self.num_timesteps,
             trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
             n_updates=self.n_updates, **sidecar,
         )  # fmt: skip

@@ -31,6 +31,7 @@ import numpy as np
 from baselines.base import Policy
 from envs.config import FarmConfig, farm_from_dict
 from envs.observation import check_action_mode, n_actions, obs_size
+from envs.symmetry import GroupView
 from evaluation.report import atomic_write, to_json
 
 __all__ = [
@@ -90,12 +91,19 @@ def write_sidecar(
     config: FarmConfig,
     action_mode: str,
     model: Any = None,
+    network_mode: str | None = None,
     **extra: Any,
 ) -> None:
     """Write the JSON sidecar that :meth:`PPOAgent.load` needs next to a saved model: the farm, the
     action mode, the policy architecture (from ``model`` if given, else ``extra["train_args"]``,
-    else SB3's defaults) and the spaces' sizes; ``extra`` is stored as is."""
+    else SB3's defaults) and the network's spaces' sizes; ``extra`` is stored as is.
+
+    ``network_mode`` is the encoding the network itself reads and acts in (default:
+    ``action_mode``). ``"group"`` with ``action_mode="server"`` is a network tied over
+    exchangeable servers: it scores (group, level) pairs and acts on servers through
+    ``envs.symmetry.GroupView``."""
     check_action_mode(action_mode)
+    net = _network_mode(action_mode, network_mode)
     arch = policy_architecture(model, extra.get("train_args"))
     meta = {
         "scenario": config.to_dict(),
@@ -103,12 +111,24 @@ def write_sidecar(
         "policy": {
             "class": "sb3_contrib MaskableActorCriticPolicy",
             **arch,
-            "obs_size": obs_size(config, action_mode),
-            "n_actions": n_actions(config, action_mode),
+            "network_mode": net,
+            "obs_size": obs_size(config, net),
+            "n_actions": n_actions(config, net),
         },
         **extra,
     }
     atomic_write_json(sidecar_path(model_path), meta)
+
+
+def _network_mode(action_mode: str, network_mode: str | None) -> str:
+    """The network's own encoding: ``action_mode``'s, or a group network serving server actions."""
+    net = action_mode if network_mode is None else check_action_mode(network_mode)
+    if net != action_mode and (action_mode, net) != ("server", "group"):
+        raise ValueError(
+            f"network_mode: a {net!r} network cannot serve {action_mode!r} actions (only a "
+            "'group' network can act on servers, through envs.symmetry.GroupView)"
+        )
+    return net
 
 
 def read_sidecar(model_path: str | Path) -> dict[str, Any]:
@@ -253,7 +273,10 @@ class PPOAgent(Policy):
     Build it with :meth:`load` (or by name: ``make_policy("ppo:PATH", config)``). ``config`` and
     ``action_mode`` are those the model was trained on (observations must use the same encoding);
     ``meta`` holds the sidecar (training args, ...). ``model`` is a ``MaskablePPO`` model or its
-    policy network.
+    policy network. A sidecar whose ``policy.network_mode`` is ``"group"`` under server actions
+    holds a network tied over exchangeable servers: observations, masks and actions pass through
+    ``envs.symmetry.GroupView`` (the job goes to the smallest allowed server of the chosen
+    (group, level) pair).
     """
 
     name = "ppo"
@@ -264,12 +287,15 @@ class PPOAgent(Policy):
         self.model = model
         self.policy = getattr(model, "policy", model)
         self.meta = dict(meta)
+        net = _network_mode(action_mode, (self.meta.get("policy") or {}).get("network_mode"))
+        self.network_mode = net
+        self.view = GroupView(config) if net != action_mode else None
         n_obs = int(np.prod(self.policy.observation_space.shape))
         n_act = int(self.policy.action_space.n)
-        if n_obs != obs_size(config, action_mode) or n_act != n_actions(config, action_mode):
+        if n_obs != obs_size(config, net) or n_act != n_actions(config, net):
             raise ValueError(
                 f"model: its spaces (obs {n_obs}, actions {n_act}) do not match "
-                f"scenario {config.name!r} in action mode {action_mode!r}; load the sidecar that "
+                f"scenario {config.name!r} in action mode {net!r}; load the sidecar that "
                 "was saved with the model"
             )
 
@@ -295,9 +321,13 @@ class PPOAgent(Policy):
             from sb3_contrib import MaskablePPO
 
             return cls(MaskablePPO.load(p, device=device), config, mode, meta)
+        try:
+            net = _network_mode(mode, (meta.get("policy") or {}).get("network_mode"))
+        except ValueError as err:
+            raise ValueError(f"{sidecar_path(p)}: {err}") from None
         state = _read_weights(p, device)
-        _check_weight_sizes(p, state, config, mode)
-        policy = _build_policy(meta, state, config, mode, device)
+        _check_weight_sizes(p, state, config, net)
+        policy = _build_policy(meta, state, config, net, device)
         try:
             policy.load_state_dict(state)
         except RuntimeError as err:
@@ -348,11 +378,15 @@ class PPOAgent(Policy):
         self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
     ) -> np.ndarray:
         """One forward pass of the network for the whole batch (:meth:`Policy.predict` batches)."""
-        acts, _ = self.policy.predict(
-            np.asarray(obs, dtype=np.float32), deterministic=deterministic, action_masks=masks
-        )
-        return np.asarray(acts, dtype=np.int64).reshape(-1)
+        obs = np.asarray(obs, dtype=np.float32).reshape(len(masks), -1)
+        net_obs, net_masks = obs, masks
+        if self.view is not None:
+            net_obs, net_masks = self.view.observation(obs), self.view.masks(obs, masks)
+        acts, _ = self.policy.predict(net_obs, deterministic=deterministic, action_masks=net_masks)
+        acts = np.asarray(acts, dtype=np.int64).reshape(-1)
+        return acts if self.view is None else self.view.server_actions(obs, masks, acts)
 
     def predictor(self) -> Predictor:
         """Deterministic masked predictor (``evaluation.measure``, ``evaluation.exact``)."""
-        return model_predictor(self.policy)
+        pred = model_predictor(self.policy)
+        return pred if self.view is None else self.view.wrap(pred)

@@ -48,13 +48,14 @@ from agents.selection import (
 )
 from baselines.registry import make_policy
 from envs.config import FarmConfig
+from envs.symmetry import GroupView
 from evaluation.exact import exact_solvable
 from evaluation.measure import EfficiencyEstimate, References
 from evaluation.provenance import versions
 from evaluation.references import reference_values
 from evaluation.stats import gaps
 
-__all__ = ["LeanTrainer", "lean_config", "train_lean"]
+__all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
 
 #: checkpoints kept (the newest)
 KEEP_CHECKPOINTS = 3
@@ -125,8 +126,18 @@ class LeanTrainer(LeanPPO):
         return hi
 
 
+def network_mode(a: Any) -> str:
+    """The encoding the network trains in: server actions with ``server_network="tied"`` train
+    a (group, level) network, which acts on servers through ``envs.symmetry.GroupView`` (the
+    trajectories are the same step for step, and an optimal policy can be taken symmetric over
+    exchangeable servers); otherwise the action mode itself."""
+    tied = a.action_mode == "server" and getattr(a, "server_network", "mlp") == "tied"
+    return "group" if tied else a.action_mode
+
+
 def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
-    """The ``LeanPPOConfig`` of train.py's resolved arguments ``a``."""
+    """The ``LeanPPOConfig`` of train.py's resolved arguments ``a`` (its ``action_mode`` is the
+    network's, :func:`network_mode`)."""
     eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
     return LeanPPOConfig(
         n_envs=a.n_envs, n_steps=a.n_steps, batch_size=a.batch_size, n_epochs=a.n_epochs,
@@ -135,7 +146,7 @@ def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
         vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
         net_arch=tuple(int(x) for x in str(a.net_arch).split(",") if x.strip()),
         activation=a.activation, torch_threads=a.torch_threads,
-        seed=a.seed if seed is None else seed, action_mode=a.action_mode, reward_eta=eta,
+        seed=a.seed if seed is None else seed, action_mode=network_mode(a), reward_eta=eta,
         eta_tau=a.eta_tau, warmup_epochs=a.warmup_epochs,
     )  # fmt: skip
 
@@ -256,7 +267,10 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoints"
     ckpt_dir.mkdir(exist_ok=True)
-    side = {"train_args": dataclasses.asdict(a)}
+    # every saved model serves train.py's action mode (a tied network acts on servers)
+    side = {"train_args": dataclasses.asdict(a), "action_mode": a.action_mode}
+    net_mode = network_mode(a)
+    view = GroupView(config) if net_mode != a.action_mode else None
     loaded = _load_newest(ckpt_dir, a) if a.resume else None
     if a.resume and loaded is None:
         print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
@@ -286,8 +300,11 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
 
     exact = bool(a.eval_exact) and exact_solvable(config)
     warm = policy_warmup(config)
+    # during training the network is measured in its own encoding (for a tied network the
+    # group-mode env: the same trajectories, without the per-step view); the final verdict
+    # measures the saved model in train.py's action mode
     evaluator = PairedEvaluator(
-        config, a.action_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
+        config, net_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
         seed=1_000_000 + a.seed * 1000, warmup_epochs=a.warmup_epochs, policy_warmup=warm,
     )  # fmt: skip
     ref_file = out / "references.json"
@@ -413,7 +430,8 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         warmup_epochs=a.warmup_epochs, policy_warmup=warm,
     )  # fmt: skip
     est_best = final_eval.measure(best_agent.predictor())
-    est_final = final_eval.measure(numpy_predictor(trainer.policy))
+    final_pred = numpy_predictor(trainer.policy)
+    est_final = final_eval.measure(final_pred if view is None else view.wrap(final_pred))
     pas_final = final_eval.pas
     if not exact:  # the report's PAS is the one measured on the final seeds, paired
         refs = dataclasses.replace(refs, pas=_plain(pas_final))

@@ -105,6 +105,15 @@ def counts_from_occupancy(config: FarmConfig, occ: np.ndarray) -> np.ndarray:
     return counts
 
 
+def group_features(config: FarmConfig, counts: np.ndarray) -> np.ndarray:
+    """float32[N, L] histogram fractions of ``counts`` int[N, L] (servers per (group, level)
+    in the group-mode observation's order): ``m_{k,b} / R_k`` with the env's float32 reciprocal
+    (what the compiled step computes)."""
+    rows = np.concatenate([np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)])
+    inv = np.array([1.0 / config.groups[k].count for k in rows], np.float32)
+    return (np.asarray(counts, dtype=np.int64) * inv).astype(np.float32)
+
+
 def encode_occupancy(
     config: FarmConfig, mode: str, occ: np.ndarray, job_type: int, interval: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +139,7 @@ def encode_occupancy(
             np.add.at(counts, (np.arange(N), sg[s], occ[:, s]), 1)
         rows = np.concatenate([np.full(g.buffer + 1, k) for k, g in enumerate(config.groups)])
         cols = np.concatenate([np.arange(g.buffer + 1) for g in config.groups])
-        inv = np.array([1.0 / config.groups[k].count for k in rows], np.float32)
-        feats = (counts[:, rows, cols] * inv).astype(np.float32)
+        feats = group_features(config, counts[:, rows, cols])
         arows = np.concatenate([np.full(g.buffer, k) for k, g in enumerate(config.groups)])
         acols = np.concatenate([np.arange(g.buffer) for g in config.groups])
         masks = (counts[:, arows, acols] > 0) & config.availability[job_type, arows][None, :]

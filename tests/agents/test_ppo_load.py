@@ -152,3 +152,39 @@ def test_ppo_is_one_registry_name(model_zip):
         make_policy("ppo:/nonexistent/model.zip", "tiny")
     agent = make_policy(f"ppo:{model_zip}", "tiny")
     assert isinstance(agent, PPOAgent)
+
+
+def test_tied_network_acts_on_servers_through_the_group_view(tmp_path):
+    """A group network saved for server actions (``network_mode="group"``) reads the group view
+    of a server observation and sends the job to the smallest allowed server of its pair; its
+    exact efficiency in server mode is the group network's own."""
+    cfg = load_scenario("pas-gap")
+    group_zip = save_untrained(tmp_path / "group.zip", "pas-gap", "group")
+    tied_zip = tmp_path / "tied.zip"
+    tied_zip.write_bytes(group_zip.read_bytes())
+    write_sidecar(tied_zip, cfg, "server", network_mode="group",
+                  train_args={"net_arch": "16,8", "activation": "tanh"})  # fmt: skip
+    group, tied = PPOAgent.load(group_zip), PPOAgent.load(tied_zip)
+    assert tied.action_mode == "server" and tied.network_mode == "group"
+    env = ServerFarmEnv(cfg)
+    obs, _ = env.reset(seed=1)
+    for _ in range(200):
+        mask = env.action_masks()
+        a, _ = tied.predict(obs, action_masks=mask)
+        g_obs, g_mask = tied.view.observation(obs[None]), tied.view.masks(obs[None], mask[None])
+        pair = group.predict(g_obs[0], action_masks=g_mask[0])[0]
+        assert a == tied.view.server_actions(obs[None], mask[None], np.array([pair]))[0]
+        obs, *_ = env.step(a)
+    e_tied = exact_evaluation(tied, cfg, "server")
+    e_group = exact_evaluation(group, cfg, "group")
+    assert e_tied.efficiency == pytest.approx(e_group.efficiency, rel=1e-12)
+
+
+def test_network_mode_that_cannot_serve_the_actions_is_refused(model_zip, tmp_path):
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(model_zip.read_bytes())
+    side = json.loads(model_zip.with_suffix(".json").read_text())
+    side["action_mode"], side["policy"]["network_mode"] = "group", "server"
+    bad.with_suffix(".json").write_text(json.dumps(side))
+    with pytest.raises(ValueError, match="cannot serve 'group' actions"):
+        PPOAgent.load(bad)

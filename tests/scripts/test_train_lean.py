@@ -74,6 +74,9 @@ def test_default_trainer_writes_the_run_directory(base_run):
     assert side["trainer"] == "lean_ppo" and side["train_args"]["init"] == "pas"
     agent = PPOAgent.load(out)  # the run directory loads its best model
     assert agent.config.name == "tiny" and agent.action_mode == "server"
+    # server actions train a network tied over exchangeable servers (--server-network tied)
+    assert side["policy"]["network_mode"] == "group" and agent.network_mode == "group"
+    assert side["lean_ppo_config"]["action_mode"] == "group"
     d = summary["derived_settings"]
     assert set(d["values"]) <= set(d["reasons"]) and d["overridden"]["n_envs"] == 2
 
@@ -218,7 +221,36 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
     assert summary["resumed_from"] == 256 and summary["timesteps"] == 384
 
 
+def test_server_network_mlp_trains_one_output_per_server(tmp_path):
+    out = tmp_path / "mlp"
+    summary = train.main([*FAST, "--server-network", "mlp", "--output-dir", str(out),
+                          "--total-timesteps", "128"])  # fmt: skip
+    side = read_sidecar(out / "best_model.zip")
+    assert side["policy"]["network_mode"] == "server" and side["policy"]["n_actions"] == 4
+    assert PPOAgent.load(out).view is None
+    assert summary["best"]["vs_pas"]["method"] == "exact"
+
+
+def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
+    trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
+    assert trainer.cfg.action_mode == "group"
+    assert read_sidecar(list_checkpoints(run_copy / "checkpoints")[0][0])["action_mode"] == "server"
+
+
+def test_args_file_before_server_network_replays_one_output_per_server(base_run, tmp_path):
+    saved = json.loads((base_run[0] / "args.json").read_text())
+    del saved["server_network"]  # a lean run from before the option: per-server MLP
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(saved))
+    args, _ = train.resolve_args(["--args-file", str(path), "--output-dir", str(tmp_path / "r")])
+    assert args.server_network == "mlp"
+
+
 def test_options_of_the_other_trainer_are_refused(capsys):
+    assert exit_code(lambda: train.main(["--trainer", "sb3", "--server-network", "tied"])) == 2
+    assert "lean trainer" in capsys.readouterr().err
+    assert exit_code(lambda: train.main(["--server-network", "cnn"])) == 2
+    assert "--server-network" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--reward", "expected"])) == 2
     assert "--trainer sb3" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--trainer", "sb3", "--init", "pas"])) == 2
