@@ -53,6 +53,9 @@ from evaluation.cli import run_cli
 ROOT = Path(__file__).resolve().parent
 DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
 
+#: --init: a policy to clone first (registry names), or "random"
+INITS = ("pas", "best-priority", "generalist", "random")
+
 #: options that may change when a run is resumed (the rest must match the saved args.json)
 RESUME_OVERRIDABLE = ("total_timesteps", "progress_bar", "verbose", "vec_env", "final_eval_epochs")
 
@@ -79,14 +82,18 @@ class Args:
     )
     init: str = field(
         default="pas",
-        metadata={"help": "lean: 'pas' (behaviour cloning on PAS's decisions) or 'random'"},
+        metadata={
+            "help": "lean: the policy cloned before PPO starts: 'pas' (PAS's decisions), "
+            "'best-priority' (the best static priority table, searched against the farm first), "
+            "'generalist' (the shipped farm-agnostic network, distilled), or 'random'"
+        },
     )
     pas_confidence: float = field(
         default=0.2,
         metadata={
-            "help": "lean, --init pas: after cloning, how far the sampling policy's probability "
-            "of PAS's action is from uniform (0) to certain (1), on average (the logits are "
-            "scaled; the deterministic policy stays PAS's)"
+            "help": "lean, a cloned --init: after cloning, how far the sampling policy's "
+            "probability of the cloned policy's action is from uniform (0) to certain (1), on "
+            "average (the logits are scaled; the deterministic policy stays the clone's)"
         },
     )
     advantage: str = field(
@@ -360,8 +367,8 @@ def check_args(a: Args) -> Args:
     check_action_mode(a.action_mode)
     if a.server_network not in ("tied", "mlp"):
         raise ValueError(f"--server-network: choose 'tied' or 'mlp', got {a.server_network!r}")
-    if a.init not in ("pas", "random"):
-        raise ValueError(f"--init: choose 'pas' or 'random', got {a.init!r}")
+    if a.init not in INITS:
+        raise ValueError(f"--init: choose one of {', '.join(INITS)}, got {a.init!r}")
     if not 0.0 < a.pas_confidence < 1.0:
         raise ValueError(f"--pas-confidence: must be in (0, 1), got {a.pas_confidence}")
     if a.advantage not in ("discounted", "average"):

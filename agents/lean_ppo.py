@@ -565,16 +565,20 @@ class LeanPPO:
         batch_size: int = 1024,
         lr: float = 1e-3,
         smoothing: float | None = None,
+        teacher: Any = "pas",
     ) -> dict[str, float]:
-        """Behaviour cloning: fit the policy (:func:`clone_loss` on masked logits) to PAS's
-        decisions on ``n_steps`` states per env visited by PAS itself. ``epochs`` and
-        ``smoothing`` default to ``cfg.clone_epochs`` and ``cfg.clone_smoothing``. Returns the
-        final accuracy (argmax = PAS), the mean probability of PAS's choice and the entropy."""
+        """Behaviour cloning: fit the policy (:func:`clone_loss` on masked logits) to the
+        decisions of ``teacher`` (PAS by default; any registry name, e.g. ``"best-priority"``
+        or ``"generalist"``, or a policy with ``predict`` in the network's action mode) on
+        ``n_steps`` states per env visited by the teacher itself. ``epochs`` and ``smoothing``
+        default to ``cfg.clone_epochs`` and ``cfg.clone_smoothing``. Returns the final accuracy
+        (argmax = the teacher's action), the mean probability of the teacher's choice and the
+        entropy."""
         epochs = int(self.cfg.clone_epochs if epochs is None else epochs)
         smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
-        pas = make_policy("pas", self.config, self.cfg.action_mode)
+        pas = self.teacher(teacher)
         if self._obs is None:
             self._start()
         obs_l, mask_l, act_l = [], [], []
@@ -606,6 +610,12 @@ class LeanPPO:
             ent = -torch.where(M, p * logp, torch.zeros_like(p)).sum(-1).mean()
             p_pas = p.gather(1, Y[:, None]).mean()
         return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
+
+    def teacher(self, teacher: Any) -> Any:
+        """The policy of a registry name (in the network's action mode), or ``teacher`` itself."""
+        if isinstance(teacher, str):
+            return make_policy(teacher, self.config, self.cfg.action_mode)
+        return teacher
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(self, path: str | Path, action_mode: str | None = None, **sidecar: Any) -> Path:

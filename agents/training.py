@@ -46,7 +46,6 @@ from agents.selection import (
     estimate_as_dict,
     estimate_from_dict,
 )
-from baselines.registry import make_policy
 from envs.config import FarmConfig
 from envs.symmetry import GroupView
 from evaluation.exact import exact_solvable
@@ -76,9 +75,10 @@ class LeanTrainer(LeanPPO):
         return super().update(buf, progress_remaining)
 
     @torch.no_grad()
-    def soften(self, confidence: float, n_steps: int = 64) -> float:
+    def soften(self, confidence: float, n_steps: int = 64, teacher: Any = "pas") -> float:
         """Scale the policy head (weights and bias, i.e. the logits) so that on states visited
-        by PAS the sampling policy's probability of its argmax is, on average, ``confidence`` of
+        by ``teacher`` (PAS by default, or the policy it was cloned from: ``LeanPPO.teacher``)
+        the sampling policy's probability of its argmax is, on average, ``confidence`` of
         the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
         (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
         at or below ``confidence``).
@@ -92,7 +92,7 @@ class LeanTrainer(LeanPPO):
         trunk got too little gradient to learn)."""
         if not 0.0 < confidence < 1.0:
             raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
-        pas = make_policy("pas", self.config, self.cfg.action_mode)
+        pas = self.teacher(teacher)
         if self._obs is None:
             self._start()
         obs_l, mask_l = [], []
@@ -285,13 +285,17 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
     else:
         trainer, start = LeanTrainer(config, lean_config(a)), 0
-        if a.init == "pas":
-            # a few thousand PAS decisions per env cover the states PAS visits
-            clone = trainer.clone_pas(n_steps=max(64, math.ceil(16_384 / a.n_envs)))
-            scale = trainer.soften(a.pas_confidence)
-            print(f"init: PAS clone, accuracy {clone['accuracy']:.4f} on {clone['samples']:,} "
-                  f"PAS decisions; logits scaled by {scale:.3g}: PAS's action sampled "
-                  f"{a.pas_confidence:g} of the way from uniform to certain")  # fmt: skip
+        if a.init != "random":
+            t0 = time.process_time()
+            teacher = trainer.teacher(a.init)  # PAS, or a searched / pretrained policy
+            # a few thousand decisions per env cover the states the teacher visits
+            clone = trainer.clone_pas(n_steps=max(64, math.ceil(16_384 / a.n_envs)),
+                                      teacher=teacher)  # fmt: skip
+            scale = trainer.soften(a.pas_confidence, teacher=teacher)
+            print(f"init: {a.init} clone, accuracy {clone['accuracy']:.4f} on "
+                  f"{clone['samples']:,} {a.init} decisions; logits scaled by {scale:.3g}: its "
+                  f"action sampled {a.pas_confidence:g} of the way from uniform to certain "
+                  f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
         trainer.save(_ckpt_path(ckpt_dir, 0), **side)
     per = a.n_steps * a.n_envs
     end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0

@@ -231,6 +231,19 @@ def test_server_network_mlp_trains_one_output_per_server(tmp_path):
     assert summary["best"]["vs_pas"]["method"] == "exact"
 
 
+def test_init_clones_the_named_policy(tmp_path):
+    """--init best-priority: the step-0 model is a clone of the searched table (on tiny it is
+    optimal, exactly: docs/model.md), so training starts at its efficiency, not PAS's."""
+    out = tmp_path / "bp"
+    summary = train.main([*FAST, "--init", "best-priority", "--output-dir", str(out),
+                          "--total-timesteps", "128"])  # fmt: skip
+    hist = read_evaluations(out / "evaluations.jsonl")
+    optimum = summary["references"]["optimum"]
+    assert hist[0]["efficiency"] == pytest.approx(optimum, rel=1e-3)
+    assert hist[0]["efficiency"] > summary["references"]["pas"]["efficiency"]
+    assert read_sidecar(out / "best_model.zip")["train_args"]["init"] == "best-priority"
+
+
 def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
     trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
     assert trainer.cfg.action_mode == "group"
@@ -249,6 +262,8 @@ def test_args_file_before_server_network_replays_one_output_per_server(base_run,
 def test_options_of_the_other_trainer_are_refused(capsys):
     assert exit_code(lambda: train.main(["--trainer", "sb3", "--server-network", "tied"])) == 2
     assert "lean trainer" in capsys.readouterr().err
+    assert exit_code(lambda: train.main(["--init", "whittle-ish"])) == 2
+    assert "best-priority" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--server-network", "cnn"])) == 2
     assert "--server-network" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--reward", "expected"])) == 2
