@@ -41,7 +41,8 @@ def format_report(s: dict[str, Any]) -> str:
         lines.append(f"  upper bound (relaxation)       efficiency {refs['upper_bound']:.6f}")
     parts = [f"PPO vs PAS: {best['gap_to_pas_pct']:+.3f}%"]
     if best["gap_to_optimum_pct"] is not None:
-        parts.append(f"gap to optimum: {best['gap_to_optimum_pct']:.3f}%")
+        # a model at the optimum can measure 1e-12 above it: print 0.000, not -0.000
+        parts.append(f"gap to optimum: {round(best['gap_to_optimum_pct'], 3) + 0.0:.3f}%")
     if best["pas_gap_closed"] is not None:
         parts.append(f"share of PAS's gap closed: {100 * best['pas_gap_closed']:.0f}%")
     if best["gap_to_bound_pct"] is not None:
