@@ -80,6 +80,14 @@ class Args:
             "the chosen pair) or 'mlp' (one output per server)"
         },
     )
+    train_scale: int = field(
+        default=1,
+        metadata={
+            "help": "lean, group network: train on the farm scaled down this many times "
+            "(FarmConfig.scaled_down: the same spaces), evaluate on the farm itself; 1: train "
+            "on the farm (derived: large farms train on a twin of ~120 decisions per duration)"
+        },
+    )
     init: str = field(
         default="pas",
         metadata={
@@ -367,6 +375,14 @@ def check_args(a: Args) -> Args:
     check_action_mode(a.action_mode)
     if a.server_network not in ("tied", "mlp"):
         raise ValueError(f"--server-network: choose 'tied' or 'mlp', got {a.server_network!r}")
+    if a.train_scale < 1:
+        raise ValueError(f"--train-scale: must be >= 1 (1: the farm itself), got {a.train_scale}")
+    if a.train_scale > 1 and (a.trainer != "lean" or a.action_mode != "group"):
+        raise ValueError(
+            f"--train-scale {a.train_scale}: only a group-action network of the lean trainer "
+            "fits every size of a farm; use --action-mode group (and --trainer lean), or "
+            "--train-scale 1"
+        )
     if a.init not in INITS:
         raise ValueError(f"--init: choose one of {', '.join(INITS)}, got {a.init!r}")
     if not 0.0 < a.pas_confidence < 1.0:

@@ -35,6 +35,7 @@ __all__ = [
     "Rules",
     "derive_settings",
     "policy_warmup",
+    "train_scale",
 ]
 
 
@@ -88,6 +89,13 @@ class Rules:
     warmup_max_epochs: int = 1_000_000
     #: checkpoints per run
     checkpoints_per_run: int = 6
+    #: a group network reads fractions and acts on (group, level) pairs, so it fits every size
+    #: of a farm: a farm with more decisions per mean job duration than this trains on its
+    #: scaled-down twin (FarmConfig.scaled_down), where one decision's effect is a larger share
+    #: of the reward that follows; it is evaluated (and its best model kept) on the farm itself
+    twin_above_epochs_per_duration: float = 480.0
+    #: ... scaled down to about this many decisions per mean job duration (paper-100's 120)
+    twin_epochs_per_duration: float = 120.0
 
 
 RULES = Rules()
@@ -116,6 +124,7 @@ class FarmSettings:
     final_eval_epochs: int
     warmup_epochs: int
     checkpoint_freq: int
+    train_scale: int
     epochs_per_duration: float
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -146,6 +155,36 @@ def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
     120,000 epochs), at least 100. Never shortened to save time: the transient is what a
     policy that differs from PAS could exploit in a short window."""
     return int(max(100, math.ceil(rules.policy_warmup_durations * epochs_per_duration(config))))
+
+
+def train_scale(config: FarmConfig, action_mode: str, rules: Rules = RULES) -> tuple[int, str]:
+    """(factor, reason): train on ``config.scaled_down(factor)`` (1: on the farm itself).
+
+    Group actions only (the per-server network's size is the farm's). The factor brings the
+    farm to about ``twin_epochs_per_duration`` decisions per mean job duration; among the
+    factors from half that ideal up to it, the largest that divides every group's count is
+    preferred (an exact twin: large-10k -> paper-100), else the ideal one (counts rounded)."""
+    epd = float(epochs_per_duration(config))
+    if action_mode != "group":
+        return 1, "server actions: trains on the farm itself"
+    if epd <= rules.twin_above_epochs_per_duration:
+        return 1, (
+            f"{epd:.3g} decisions per mean job duration <= "
+            f"{rules.twin_above_epochs_per_duration:g}: trains on the farm itself"
+        )
+    ideal = max(1, math.floor(epd / rules.twin_epochs_per_duration))
+    g = 0
+    for grp in config.groups:
+        g = math.gcd(g, grp.count)
+    exact = [f for f in range(max(1, ideal // 2), ideal + 1) if g % f == 0]
+    factor = exact[-1] if exact else ideal
+    twin = config.scaled_down(factor)
+    return factor, (
+        f"{epd:.3g} decisions per mean job duration > {rules.twin_above_epochs_per_duration:g}: "
+        f"trains on the farm scaled down {factor}x ({twin.n_servers:,} servers, "
+        f"{epochs_per_duration(twin):.3g} decisions per duration, "
+        f"{'exact' if exact else 'counts rounded'}), evaluated on the farm itself"
+    )
 
 
 def _clamp(x: float, lo: float, hi: float) -> float:
@@ -179,7 +218,11 @@ def derive_settings(
         check_action_mode(action_mode)
         why["action_mode"] = "given"
 
-    horizon = rules.horizon_durations * epd
+    # training settings follow the farm trained on (the twin, for a large farm), evaluation
+    # windows and warm-ups the farm itself
+    scale, why["train_scale"] = train_scale(config, action_mode, rules)
+    tepd = epd if scale == 1 else float(epochs_per_duration(config.scaled_down(scale)))
+    horizon = rules.horizon_durations * tepd
     gamma = 1.0 - 1.0 / max(1.0 + 1e-9, horizon)
     if rules.advantage == "average":
         why["advantage"] = "average reward: the env's reward W - eta P is already Dinkelbach's"
@@ -187,7 +230,7 @@ def derive_settings(
     else:
         why["advantage"] = "discounted GAE"
         why["gamma"] = (
-            f"1 - 1/({rules.horizon_durations:g} durations x {epd:.3g} epochs per duration): "
+            f"1 - 1/({rules.horizon_durations:g} durations x {tepd:.3g} epochs per duration): "
             f"a horizon of {rules.horizon_durations:g} mean job durations"
         )
     why["gae_lambda"] = "fixed (RULES)"
@@ -288,6 +331,7 @@ def derive_settings(
         final_eval_epochs=final,
         warmup_epochs=warmup,
         checkpoint_freq=ckpt,
+        train_scale=scale,
         epochs_per_duration=epd,
         reasons=why,
     )

@@ -618,10 +618,19 @@ class LeanPPO:
         return teacher
 
     # ---- saving ---------------------------------------------------------------------------------
-    def save(self, path: str | Path, action_mode: str | None = None, **sidecar: Any) -> Path:
+    def save(
+        self,
+        path: str | Path,
+        action_mode: str | None = None,
+        config: FarmConfig | None = None,
+        **sidecar: Any,
+    ) -> Path:
         """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``.
         ``action_mode``: the actions the saved model serves, by default the network's own;
-        ``"server"`` for a group network tied over exchangeable servers (``agents.ppo``)."""
+        ``"server"`` for a group network tied over exchangeable servers (``agents.ppo``).
+        ``config``: the farm the model serves, if not the one it trains on (a group network
+        trained on a scaled-down twin); the sidecar then also keeps ``train_scenario``, which
+        :meth:`load` trains on."""
         p = Path(path)
         if p.suffix != ".zip":
             p = p.with_name(p.name + ".zip")
@@ -632,8 +641,11 @@ class LeanPPO:
         tmp.replace(p)
         cfg = asdict(self.cfg)
         cfg["net_arch"] = list(cfg["net_arch"])
+        if config is not None and config.to_dict() != self.config.to_dict():
+            sidecar["train_scenario"] = self.config.to_dict()
         write_sidecar(
-            p, self.config, action_mode or self.cfg.action_mode, network_mode=self.cfg.action_mode,
+            p, config or self.config, action_mode or self.cfg.action_mode,
+            network_mode=self.cfg.action_mode,
             timesteps=self.num_timesteps,
             trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
             n_updates=self.n_updates, **sidecar,
@@ -655,7 +667,8 @@ class LeanPPO:
             raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
         kw = dict(meta["lean_ppo_config"]) | overrides
         kw["net_arch"] = tuple(kw["net_arch"])
-        trainer = cls(farm_from_dict(meta["scenario"]), LeanPPOConfig(**kw))
+        farm = meta.get("train_scenario") or meta["scenario"]  # a twin trains on its own farm
+        trainer = cls(farm_from_dict(farm), LeanPPOConfig(**kw))
         saved = MaskablePPO.load(p, device="cpu")
         trainer.policy.load_state_dict(saved.policy.state_dict())
         trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())

@@ -147,7 +147,9 @@ def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
         net_arch=tuple(int(x) for x in str(a.net_arch).split(",") if x.strip()),
         activation=a.activation, torch_threads=a.torch_threads,
         seed=a.seed if seed is None else seed, action_mode=network_mode(a), reward_eta=eta,
-        eta_tau=a.eta_tau, warmup_epochs=a.warmup_epochs,
+        eta_tau=a.eta_tau,
+        # a twin's envs warm up for 50 of its own durations; a.warmup_epochs is the farm's
+        warmup_epochs=-1 if getattr(a, "train_scale", 1) > 1 else a.warmup_epochs,
     )  # fmt: skip
 
 
@@ -268,7 +270,8 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     ckpt_dir = out / "checkpoints"
     ckpt_dir.mkdir(exist_ok=True)
     # every saved model serves train.py's action mode (a tied network acts on servers)
-    side = {"train_args": dataclasses.asdict(a), "action_mode": a.action_mode}
+    # ... and the farm itself, also when training on its scaled-down twin (a.train_scale)
+    side = {"train_args": dataclasses.asdict(a), "action_mode": a.action_mode, "config": config}
     net_mode = network_mode(a)
     view = GroupView(config) if net_mode != a.action_mode else None
     loaded = _load_newest(ckpt_dir, a) if a.resume else None
@@ -284,7 +287,8 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
             )
         print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
     else:
-        trainer, start = LeanTrainer(config, lean_config(a)), 0
+        twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
+        trainer, start = LeanTrainer(twin, lean_config(a)), 0
         if a.init != "random":
             t0 = time.process_time()
             teacher = trainer.teacher(a.init)  # PAS, or a searched / pretrained policy

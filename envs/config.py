@@ -382,6 +382,23 @@ class FarmConfig:
             j["arrival_rate"] = [x * factor for x in r] if isinstance(r, list) else r * factor
         return farm_from_dict(d)
 
+    def scaled_down(self, factor: int, name: str | None = None) -> FarmConfig:
+        """The farm with every R_k and lambda_j divided by ``factor`` (the inverse of
+        :meth:`scaled`): the same groups, buffers, rates, powers, job types and schedule, so the
+        same group-mode observation and action spaces, at 1/``factor`` of the size. A count that
+        ``factor`` does not divide is rounded (at least 1 server): the twin is then close to,
+        not exactly, the scaled farm."""
+        if int(factor) != factor or factor < 1:
+            raise ConfigError(f"scale factor must be a positive integer, got {factor!r}")
+        d = self.to_dict()
+        d["name"] = name or f"{self.name}-div{int(factor)}"
+        for g in d["groups"]:
+            g["count"] = max(1, round(g["count"] / factor))
+        for j in d["job_types"]:
+            r = j["arrival_rate"]
+            j["arrival_rate"] = [x / factor for x in r] if isinstance(r, list) else r / factor
+        return farm_from_dict(d)
+
     def with_job_size(self, job_size: Mapping[str, Any] | JobSizeConfig) -> FarmConfig:
         """The same farm with every job type using ``job_size``."""
         d = self.to_dict()

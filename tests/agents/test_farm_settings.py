@@ -8,6 +8,7 @@ import math
 import pytest
 
 from agents.farm_settings import RULES, Rules, derive_settings, policy_warmup
+from envs.config import farm_from_dict
 from envs.observation import n_actions
 from envs.scenarios import PRESETS, load_scenario, random_farm
 from evaluation.exact import exact_solvable, exact_unsupported_reason
@@ -59,9 +60,11 @@ def test_action_mode_rule(config):
 @pytest.mark.parametrize("config", FARMS, ids=lambda c: c.name)
 def test_discount_is_a_fixed_horizon_in_model_time(config):
     """gamma = 1 - 1 / (H x epochs per duration): the effective horizon 1 / (1 - gamma) in
-    decisions, divided by the decisions per mean job duration, is H durations on every farm."""
+    decisions, divided by the decisions per mean job duration, is H durations on every farm
+    (of the farm trained on: a large farm's scaled-down twin)."""
     st = derive_settings(config)
-    horizon_durations = 1.0 / (1.0 - st.gamma) / epochs_per_duration(config)
+    trained_on = config if st.train_scale == 1 else config.scaled_down(st.train_scale)
+    horizon_durations = 1.0 / (1.0 - st.gamma) / epochs_per_duration(trained_on)
     assert horizon_durations == pytest.approx(RULES.horizon_durations, rel=1e-9)
     assert st.epochs_per_duration == pytest.approx(epochs_per_duration(config))
 
@@ -131,3 +134,38 @@ def test_describe_marks_overridden_settings():
     lines = st.describe({"gamma": (0.95, "command line")})
     assert any(line.startswith("  gamma = 0.95  (command line; derived 0.9") for line in lines)
     assert len(lines) == len(st.as_args())
+
+
+def test_large_farms_train_on_a_scaled_down_twin():
+    """A group network fits every size of a farm: above 480 decisions per mean job duration the
+    farm trains on its twin scaled down to about 120 (an exact twin where a factor divides every
+    count); smaller farms and per-server actions train on the farm itself."""
+    large = load_scenario("large-10k")  # counts 3000, 2500, 2000, 1500, 1000: gcd 500
+    st = derive_settings(large)
+    assert st.train_scale == 50 and "exact" in st.reasons["train_scale"]
+    twin = large.scaled_down(50)
+    assert [g.count for g in twin.groups] == [g.count // 50 for g in large.groups]
+    assert (
+        RULES.twin_epochs_per_duration
+        <= epochs_per_duration(twin)
+        <= 2 * (RULES.twin_epochs_per_duration)
+    )
+    assert derive_settings(large, "server").train_scale == 1
+    for name in ("paper-100", "overlap-100", "tiny"):
+        assert derive_settings(load_scenario(name)).train_scale == 1
+    # no common divisor: counts rounded, and said so
+    odd = large.to_dict()
+    odd["groups"][0]["count"] = 2999
+    st = derive_settings(farm_from_dict(odd))
+    assert st.train_scale == 99 and "rounded" in st.reasons["train_scale"]
+
+
+def test_scaled_down_inverts_scaled():
+    tiny = load_scenario("tiny")
+    back = tiny.scaled(7).scaled_down(7)
+    assert [g.count for g in back.groups] == [g.count for g in tiny.groups]
+    assert [j.arrival_rate[0] for j in back.job_types] == pytest.approx(
+        [j.arrival_rate[0] for j in tiny.job_types]
+    )
+    with pytest.raises(ValueError, match="scale factor"):
+        tiny.scaled_down(0)

@@ -244,6 +244,35 @@ def test_init_clones_the_named_policy(tmp_path):
     assert read_sidecar(out / "best_model.zip")["train_args"]["init"] == "best-priority"
 
 
+def test_train_scale_trains_on_the_twin_and_serves_the_farm(tmp_path):
+    """--train-scale 4 on tiny x4: the network trains on tiny (the twin: same spaces), every
+    evaluation and the saved models are the x4 farm's; a checkpoint resumes on the twin."""
+    import yaml
+
+    from envs.scenarios import load_scenario
+
+    farm = load_scenario("tiny").scaled(4, name="tiny-x4")
+    path = tmp_path / "tiny-x4.yaml"
+    path.write_text(yaml.safe_dump(farm.to_dict(), sort_keys=False))
+    out = tmp_path / "twin"
+    summary = train.main([*FAST, "--scenario", str(path), "--action-mode", "group",
+                          "--train-scale", "4", "--output-dir", str(out),
+                          "--total-timesteps", "256", "--eval-epochs", "300",
+                          "--eval-replications", "2", "--final-eval-epochs", "300"])  # fmt: skip
+    side = read_sidecar(out / "best_model.zip")
+    assert side["scenario"] == farm.to_dict()
+    assert [g["count"] for g in side["train_scenario"]["groups"]] == [2, 2]
+    assert PPOAgent.load(out).config.n_servers == 16
+    assert summary["scenario"] == "tiny-x4" and summary["best"]["vs_pas"]["n"] == 4
+    ckpt = list_checkpoints(out / "checkpoints")[0][0]
+    assert LeanTrainer.load(ckpt).config.n_servers == 4  # resumes training on the twin
+
+
+def test_train_scale_needs_a_group_network(capsys):
+    assert exit_code(lambda: train.main(["--train-scale", "2"])) == 2  # tiny: server actions
+    assert "--action-mode group" in capsys.readouterr().err
+
+
 def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
     trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
     assert trainer.cfg.action_mode == "group"
