@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.callbacks import latest_checkpoint
-from agents.farm_settings import derive_settings
+from agents.farm_settings import INITS, derive_settings
 from agents.generalist_run import build_parser as build_generalist_parser
 from agents.generalist_run import main as generalist_main
 from agents.ppo import atomic_write_json
@@ -52,9 +52,6 @@ from evaluation.cli import run_cli
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
-
-#: --init: a policy to clone first (registry names), or "random"
-INITS = ("pas", "best-priority", "generalist", "random")
 
 #: options that may change when a run is resumed (the rest must match the saved args.json)
 RESUME_OVERRIDABLE = ("total_timesteps", "progress_bar", "verbose", "vec_env", "final_eval_epochs")

@@ -30,6 +30,7 @@ from evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason
 from evaluation.harness import epochs_per_duration
 
 __all__ = [
+    "INITS",
     "RULES",
     "FarmSettings",
     "Rules",
@@ -60,8 +61,12 @@ class Rules:
     total_horizons: float = 15_000.0
     min_total_timesteps: int = 150_000
     max_total_timesteps: int = 1_000_000
-    #: "pas" (behaviour cloning on PAS's decisions, the selection floor) or "random"
+    #: the policy cloned first (the selection's floor) on exactly evaluated farms: "pas",
+    #: "best-priority", "generalist" or "random"
     init: str = "pas"
+    #: ... and on farms evaluated by simulation, where PPO's signal per decision is weak
+    #: (paper-100 from PAS: never above PAS in 1M steps; from best-priority: +0.083% paired)
+    init_simulated: str = "best-priority"
     #: after cloning, PAS's action sampled this far from uniform (0) to certain (1), on average
     pas_confidence: float = 0.2
     #: exact evaluation up to this many per-server CTMC states
@@ -147,6 +152,10 @@ class FarmSettings:
             else:
                 lines.append(f"  {k} = {v}  ({self.reasons.get(k, '')})")
         return lines
+
+
+#: the policies a run may clone first (train.py --init)
+INITS = ("pas", "best-priority", "generalist", "random")
 
 
 def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
@@ -254,21 +263,26 @@ def derive_settings(
         f"[{rules.min_total_timesteps:,}, {rules.max_total_timesteps:,}], whole rollouts"
     )
 
-    if rules.init not in ("pas", "random"):
-        raise ValueError(f"rules.init: choose 'pas' or 'random', got {rules.init!r}")
-    why["init"] = (
-        "behaviour cloning on PAS's decisions: training starts at PAS, the step-0 model is the "
-        "floor of the best-model selection"
-        if rules.init == "pas"
-        else "uniform (orthogonal initialisation)"
-    )
-    why["pas_confidence"] = (
-        "the clone's logits scaled until PAS's action is sampled this far from uniform to "
-        "certain: the deterministic policy stays PAS's, the sampling policy explores"
-    )
-
     reason = exact_unsupported_reason(config, rules.exact_max_states)
     exact = reason is None
+    init = rules.init if exact else rules.init_simulated
+    for name, value in (("init", rules.init), ("init_simulated", rules.init_simulated)):
+        if value not in INITS:
+            raise ValueError(f"rules.{name}: choose one of {', '.join(INITS)}, got {value!r}")
+    why["init"] = {
+        "pas": "behaviour cloning on PAS's decisions: training starts at PAS, the step-0 model "
+        "is the floor of the best-model selection",
+        "best-priority": "behaviour cloning on the best static priority table searched against "
+        "the farm trained on (PAS's table is a candidate): on a simulated farm one decision's "
+        "effect is weak in the reward, so the selection's floor is the strongest baseline",
+        "generalist": "behaviour cloning on the shipped generalist's decisions",
+        "random": "uniform (orthogonal initialisation)",
+    }[init] + (" (exactly evaluated farm)" if exact else " (simulated farm)")
+    why["pas_confidence"] = (
+        "the clone's logits scaled until its action is sampled this far from uniform to "
+        "certain: the deterministic policy stays the clone's, the sampling policy explores"
+    )
+
     floor = math.ceil(rules.min_window_durations * epd)
     ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
                                rules.eval_max_epochs)))  # fmt: skip
@@ -322,7 +336,7 @@ def derive_settings(
         n_epochs=rules.n_epochs,
         learning_rate=rules.learning_rate,
         total_timesteps=total,
-        init=rules.init,
+        init=init,
         pas_confidence=rules.pas_confidence,
         eval_exact=exact,
         eval_freq=eval_freq,

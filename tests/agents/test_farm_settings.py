@@ -112,7 +112,7 @@ def test_windows_are_in_mean_job_durations_capped_in_epochs():
 
 def test_rules_are_one_place_to_retune():
     rules = Rules(server_actions_max_servers=10, horizon_durations=2.0, advantage="average",
-                  init="random")  # fmt: skip
+                  init="random", init_simulated="pas")  # fmt: skip
     st = derive_settings(load_scenario("pas-gap"), rules=rules)
     assert st.action_mode == "server"  # 6 servers <= 10
     assert st.advantage == "average" and st.init == "random"
@@ -169,3 +169,14 @@ def test_scaled_down_inverts_scaled():
     )
     with pytest.raises(ValueError, match="scale factor"):
         tiny.scaled_down(0)
+
+
+def test_init_is_pas_on_exact_farms_and_best_priority_on_simulated_ones():
+    assert derive_settings(load_scenario("tiny")).init == "pas"
+    st = derive_settings(load_scenario("paper-100"))
+    assert st.init == "best-priority" and "simulated farm" in st.reasons["init"]
+    assert (
+        derive_settings(load_scenario("paper-100"), rules=Rules(init_simulated="pas")).init == "pas"
+    )
+    with pytest.raises(ValueError, match=r"rules\.init_simulated"):
+        derive_settings(load_scenario("tiny"), rules=Rules(init_simulated="whittle"))
