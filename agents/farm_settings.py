@@ -284,6 +284,11 @@ def derive_settings(
     )
 
     floor = math.ceil(rules.min_window_durations * epd)
+    # a time-varying farm is measured over whole cycles of its schedule: a shorter window
+    # compares policies on one part of the day only
+    cycle = config.n_intervals * config.interval_length * config.total_arrival_rate
+    if config.is_time_varying:
+        floor = max(floor, math.ceil(cycle))
     ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
                                rules.eval_max_epochs)))  # fmt: skip
     final = max(floor, int(_clamp(math.ceil(rules.final_eval_durations * epd),
@@ -313,6 +318,10 @@ def derive_settings(
             f"{rules.final_eval_max_epochs:,} epochs, never below {rules.min_window_durations:g} "
             "durations (fresh seeds, twice the replications)"
         )
+        if config.is_time_varying:
+            cyc = f", nor below one cycle of the schedule ({math.ceil(cycle):,} epochs)"
+            why["eval_epochs"] += cyc
+            why["final_eval_epochs"] += cyc
         why["eval_replications"] = (
             f"in lockstep in one vector env: {rules.eval_replications}, fewer (>= 4) to keep an "
             f"evaluation within {rules.eval_epoch_budget:,} policy epochs"

@@ -180,3 +180,13 @@ def test_init_is_pas_on_exact_farms_and_best_priority_on_simulated_ones():
     )
     with pytest.raises(ValueError, match=r"rules\.init_simulated"):
         derive_settings(load_scenario("tiny"), rules=Rules(init_simulated="whittle"))
+
+
+def test_time_varying_farms_are_measured_over_whole_cycles():
+    geo = load_scenario("geo-us-eu")  # 24 hourly intervals: one day is ~226,000 decisions
+    cycle = geo.n_intervals * geo.interval_length * geo.total_arrival_rate
+    st = derive_settings(geo)
+    assert not st.eval_exact
+    assert st.eval_epochs >= cycle and st.final_eval_epochs >= cycle
+    assert "one cycle of the schedule" in st.reasons["eval_epochs"]
+    assert st.eval_replications == 4  # the evaluation's epoch budget
