@@ -77,6 +77,14 @@ class Args:
             "the chosen pair) or 'mlp' (one output per server)"
         },
     )
+    objective: str = field(
+        default="energy",
+        metadata={
+            "help": "lean: what the env's reward and every evaluation measure: 'energy' (jobs "
+            "per unit energy) or 'cost' (jobs per unit of energy cost, with the scenario's "
+            "prices; always simulated, no optimum or bound)"
+        },
+    )
     train_scale: int = field(
         default=1,
         metadata={
@@ -372,6 +380,8 @@ def check_args(a: Args) -> Args:
     check_action_mode(a.action_mode)
     if a.server_network not in ("tied", "mlp"):
         raise ValueError(f"--server-network: choose 'tied' or 'mlp', got {a.server_network!r}")
+    if a.objective not in ("energy", "cost"):
+        raise ValueError(f"--objective: choose 'energy' or 'cost', got {a.objective!r}")
     if a.train_scale < 1:
         raise ValueError(f"--train-scale: must be >= 1 (1: the farm itself), got {a.train_scale}")
     if a.train_scale > 1 and (a.trainer != "lean" or a.action_mode != "group"):
@@ -441,7 +451,8 @@ def check_args(a: Args) -> Args:
 SB3_ONLY = {"vec_env": "dummy", "reward": "env", "normalize_reward": False, "episode_steps": 0,
             "target_kl": 0.0}  # fmt: skip
 #: options of the lean trainer only (the sb3 trainer starts from a random policy, discounted)
-LEAN_ONLY = {"init": "random", "advantage": "discounted", "server_network": "mlp"}
+LEAN_ONLY = {"init": "random", "advantage": "discounted", "server_network": "mlp",
+             "objective": "energy"}  # fmt: skip
 
 
 def check_lean_args(a: Args) -> None:

@@ -155,7 +155,7 @@ class FarmSettings:
 
 
 #: the policies a run may clone first (train.py --init)
-INITS = ("pas", "best-priority", "generalist", "random")
+INITS = ("pas", "pas-price", "best-priority", "generalist", "random")
 
 
 def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
@@ -276,6 +276,7 @@ def derive_settings(
         "the farm trained on (PAS's table is a candidate): on a simulated farm one decision's "
         "effect is weak in the reward, so the selection's floor is the strongest baseline",
         "generalist": "behaviour cloning on the shipped generalist's decisions",
+        "pas-price": "behaviour cloning on price-aware PAS's decisions",
         "random": "uniform (orthogonal initialisation)",
     }[init] + (" (exactly evaluated farm)" if exact else " (simulated farm)")
     why["pas_confidence"] = (

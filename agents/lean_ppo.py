@@ -149,6 +149,7 @@ class LeanPPOConfig:
     eta_tau: float = 10_000.0
     warmup_epochs: int = -1  # -1: 50 mean job durations, >= 1000 (as train.py)
     env_parallel: bool = False
+    objective: str = "energy"  # the env's: "energy" (jobs per energy) or "cost" (per money)
     # PAS initialisation (clone_pas) and what follows it
     clone_smoothing: float = 0.2  # label smoothing of the PAS targets (keeps entropy to explore)
     clone_epochs: int = 20  # passes over the PAS states (fewer: a softer clone)
@@ -191,6 +192,8 @@ class LeanPPOConfig:
             raise ValueError(
                 f"clone_smoothing: must be in [0, 1) (0: a hard clone), got {self.clone_smoothing}"
             )
+        if self.objective not in ("energy", "cost"):
+            raise ValueError(f"objective: choose 'energy' or 'cost', got {self.objective!r}")
         if self.pas_anchor < 0:
             raise ValueError(f"pas_anchor: must be >= 0 (0: off), got {self.pas_anchor}")
         if not 0.0 <= self.anchor_smoothing < 1.0:
@@ -352,6 +355,7 @@ class LeanPPO:
             warmup_epochs=warmup,
             max_episode_steps=None,  # continuing task: never truncated
             parallel=cfg.env_parallel,
+            objective=cfg.objective,
         )
         self.venv: ServerFarmVectorEnv = adapter.venv
         act = torch.nn.Tanh if cfg.activation == "tanh" else torch.nn.ReLU

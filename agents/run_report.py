@@ -26,7 +26,9 @@ def format_report(s: dict[str, Any]) -> str:
     refs, best = s["references"], s["best"]
     lines = [
         "",
-        f"scenario {s['scenario']} ({s['action_mode']} actions), seed {s['seed']}: "
+        f"scenario {s['scenario']} ({s['action_mode']} actions"
+        + ("" if s.get("objective", "energy") == "energy" else f", objective {s['objective']}")
+        + f"), seed {s['seed']}: "
         f"{s['timesteps']:,} timesteps, training {s['learn_wall_s']:.0f} s, "
         f"total {s['total_wall_s']:.0f} s wall ({s['total_cpu_s']:.0f} s CPU)",
         f"  PPO (best model, {best['timesteps']:,} steps)  efficiency {_fmt(best)}",

@@ -163,6 +163,8 @@ class PairedEvaluator:
             the replications and the first seed (replication ``i``: ``seed + i``).
         warmup_epochs: PAS warm-up of each replication (the farm starts empty).
         policy_warmup: unmeasured epochs of the policy after it.
+        objective: ``"energy"`` (work / energy) or ``"cost"`` (work / energy cost; simulated
+            only: the exact solver measures energy).
     """
 
     def __init__(
@@ -175,7 +177,10 @@ class PairedEvaluator:
         seed: int = 1_000_000,
         warmup_epochs: int | None = None,
         policy_warmup: int | None = None,
+        objective: str = "energy",
     ):
+        if exact and objective != "energy":
+            raise ValueError("objective: the exact evaluation measures energy; simulate 'cost'")
         if not exact and replications < 2:
             raise ValueError(
                 f"replications: a paired interval needs at least 2, got {replications}"
@@ -183,6 +188,7 @@ class PairedEvaluator:
         self.config, self.action_mode, self.exact = config, action_mode, bool(exact)
         self.n_epochs, self.replications, self.seed = int(n_epochs), int(replications), int(seed)
         self.warmup_epochs, self.policy_warmup = warmup_epochs, policy_warmup
+        self.objective = objective
         self._pas: EfficiencyEstimate | None = None
 
     def measure(self, policy: Any) -> EfficiencyEstimate:
@@ -195,7 +201,7 @@ class PairedEvaluator:
         return vector_efficiency(
             policy, self.config, self.action_mode, n_epochs=self.n_epochs,
             replications=self.replications, warmup_epochs=self.warmup_epochs,
-            policy_warmup=self.policy_warmup, seed=self.seed,
+            policy_warmup=self.policy_warmup, seed=self.seed, objective=self.objective,
         )  # fmt: skip
 
     @property
@@ -216,7 +222,7 @@ class PairedEvaluator:
                 self._pas = vector_efficiency(
                     pas, self.config, "server", n_epochs=self.n_epochs,
                     replications=self.replications, warmup_epochs=self.warmup_epochs,
-                    policy_warmup=self.policy_warmup, seed=self.seed,
+                    policy_warmup=self.policy_warmup, seed=self.seed, objective=self.objective,
                 )  # fmt: skip
         return self._pas
 

@@ -150,6 +150,7 @@ def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
         eta_tau=a.eta_tau,
         # a twin's envs warm up for 50 of its own durations; a.warmup_epochs is the farm's
         warmup_epochs=-1 if getattr(a, "train_scale", 1) > 1 else a.warmup_epochs,
+        objective=getattr(a, "objective", "energy"),
     )  # fmt: skip
 
 
@@ -239,7 +240,10 @@ class _Snapshot:
         t.num_timesteps, t.rho, t._rho_init = self.steps, self.rho, self.rho_init
 
 
-def _references(config: FarmConfig, pas: EfficiencyEstimate) -> References:
+def _references(config: FarmConfig, pas: EfficiencyEstimate, objective: str) -> References:
+    if objective != "energy":  # the optimum and the bound are of jobs per unit energy
+        why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
+        return References(pas, None, why, None, why)
     refs = reference_values(config, compute_optimum=True)
     opt, bound = refs["optimum"], refs["upper_bound"]
     return References(
@@ -306,7 +310,8 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     trainer.schedule_total = end
     atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
 
-    exact = bool(a.eval_exact) and exact_solvable(config)
+    # the exact solver measures energy efficiency: another objective is simulated
+    exact = bool(a.eval_exact) and exact_solvable(config) and a.objective == "energy"
     warm = policy_warmup(config)
     # during training the network is measured in its own encoding (for a tied network the
     # group-mode env: the same trajectories, without the per-step view); the final verdict
@@ -314,12 +319,13 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     evaluator = PairedEvaluator(
         config, net_mode, exact, n_epochs=a.eval_epochs, replications=a.eval_replications,
         seed=1_000_000 + a.seed * 1000, warmup_epochs=a.warmup_epochs, policy_warmup=warm,
+        objective=a.objective,
     )  # fmt: skip
     ref_file = out / "references.json"
     if ref_file.exists():
         refs = References.from_dict(json.loads(ref_file.read_text()))
     else:
-        refs = _references(config, _plain(evaluator.pas))
+        refs = _references(config, _plain(evaluator.pas), a.objective)
         atomic_write_json(ref_file, refs.as_dict())
 
     best_path, eval_log = out / "best_model.zip", out / "evaluations.jsonl"
@@ -435,7 +441,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     final_eval = PairedEvaluator(
         config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
         replications=max(2, 2 * a.eval_replications), seed=2_000_000 + a.seed * 1000,
-        warmup_epochs=a.warmup_epochs, policy_warmup=warm,
+        warmup_epochs=a.warmup_epochs, policy_warmup=warm, objective=a.objective,
     )  # fmt: skip
     est_best = final_eval.measure(best_agent.predictor())
     final_pred = numpy_predictor(trainer.policy)
@@ -456,6 +462,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         "scenario": config.name,
         "scenario_spec": a.scenario,
         "action_mode": a.action_mode,
+        "objective": a.objective,
         "seed": a.seed,
         "config": dataclasses.asdict(a),
         "derived_settings": derived,

@@ -273,6 +273,23 @@ def test_train_scale_needs_a_group_network(capsys):
     assert "--action-mode group" in capsys.readouterr().err
 
 
+def test_cost_objective_is_simulated_and_has_no_energy_references(tmp_path, capsys):
+    """--objective cost: rewards and evaluations are jobs per unit of energy cost; the exact
+    solver (energy) is not used, and the optimum and bound (energy) are not reported."""
+    out = tmp_path / "cost"
+    summary = train.main([*FAST, "--objective", "cost", "--output-dir", str(out),
+                          "--total-timesteps", "128", "--eval-epochs", "300",
+                          "--eval-replications", "2", "--final-eval-epochs", "300"])  # fmt: skip
+    assert summary["objective"] == "cost"
+    refs = summary["references"]
+    assert refs["optimum"] is None and "cost objective" in refs["optimum_note"]
+    assert refs["upper_bound"] is None
+    hist = read_evaluations(out / "evaluations.jsonl")
+    assert all(h["method"] == "simulation" and h["vs_pas"]["method"] == "paired" for h in hist)
+    assert "objective cost" in capsys.readouterr().out
+    assert exit_code(lambda: train.main(["--objective", "money"])) == 2
+
+
 def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
     trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
     assert trainer.cfg.action_mode == "group"
