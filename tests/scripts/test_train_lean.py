@@ -290,6 +290,21 @@ def test_cost_objective_is_simulated_and_has_no_energy_references(tmp_path, caps
     assert exit_code(lambda: train.main(["--objective", "money"])) == 2
 
 
+def test_simulated_best_priority_start_is_measured_against_pas(tmp_path, capsys):
+    """--init best-priority on a simulated evaluation: the searched table and PAS are measured
+    on the evaluator's seeds first and the stronger one is cloned (never a start below PAS by
+    that measure); the run's summary names it."""
+    out = tmp_path / "start"
+    summary = train.main([*FAST, "--scenario", "small-1", "--no-eval-exact", "--init",
+                          "best-priority", "--output-dir", str(out), "--total-timesteps", "128",
+                          "--eval-epochs", "300", "--eval-replications", "3",
+                          "--final-eval-epochs", "300"])  # fmt: skip
+    printed = capsys.readouterr().out
+    line = next(x for x in printed.splitlines() if x.startswith("start: measured against PAS"))
+    assert "best-priority" in line and line.endswith(f"cloning {summary['started_from']}")
+    assert summary["started_from"] in ("best-priority", "pas")
+
+
 def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
     trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
     assert trainer.cfg.action_mode == "group"
