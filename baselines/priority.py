@@ -98,6 +98,10 @@ class PriorityPolicy(Policy):
         self._act_avail = c.availability[:, self._act_k]  # bool[J, A]
         # tie key in group mode: smallest k, then highest b
         self._act_tiekey = self._act_k * (c.max_buffer + 1) + (c.max_buffer - self._act_b)
+        # server mode, a table constant in the level (PAS, Whittle on on/off farms): a server's
+        # score is its group's, and a full server is one whose observation is B/B
+        self._full_obs = (self._sbuf - 0.5) / self._sbuf  # obs < this <=> n_s < B_k
+        self._score_cache: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def _set_table(self, table: np.ndarray) -> None:
         self.table = check_table(self.config, table)
@@ -120,7 +124,27 @@ class PriorityPolicy(Policy):
             return self._server_batch(obs, jt, masks)
         return self._group_batch(obs, jt, masks)
 
+    def _server_scores(self) -> np.ndarray | None:
+        """float64[S]: each server's score when the current table is constant in the level over
+        0..B_k (then the occupancy does not matter), else None. Cached per table (subclasses
+        swap ``_flat`` per interval or job type)."""
+        cache = self._score_cache
+        if cache is None or cache[0] is not self._flat:
+            t, levelconst = self.table, True
+            for k, g in enumerate(self.config.groups):
+                levelconst &= bool(np.all(t[k, : g.buffer + 1] == t[k, 0]))
+            cache = (self._flat, t[self._sg, 0].astype(np.float64) if levelconst else None)
+            self._score_cache = cache
+        return cache[1]
+
     def _server_batch(self, obs: np.ndarray, jt: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        scores = self._server_scores()
+        if scores is not None:
+            # the same decision as below without the per-server occupancies and table reads:
+            # O(S) passes that dominate a 10,000-server evaluation (17 -> ~1 ms per step of 16)
+            valid = masks & (obs[:, : self._S] < self._full_obs) & self._savail[jt]
+            cand = np.where(valid.any(axis=1, keepdims=True), valid, masks)
+            return np.argmax(np.where(cand, scores, -np.inf), axis=1).astype(np.int64)
         occ = np.rint(np.asarray(obs[:, : self._S], dtype=np.float64) * self._sbuf).astype(np.int64)
         occ = np.clip(occ, 0, self.config.max_buffer)
         valid = masks & (occ < self._sbuf) & self._savail[jt]

@@ -431,3 +431,24 @@ def test_server_mode_equals_simulator_builtin(name: str) -> None:
             stepped.assign(int(pol.predict(obs, action_masks=stepped.server_mask(j))[0]))
             np.testing.assert_array_equal(stepped.occ, builtin.occ)
         assert stepped.stats().work == builtin.stats().work
+
+
+def test_level_constant_fast_path_equals_the_general_rule() -> None:
+    """Server mode with a table constant in the level (PAS on constant-rate farms) skips the
+    per-server occupancies; on any masks, valid or not (masks that allow full or unavailable
+    servers, rows with no valid server: the fallback), it decides as the general rule does."""
+    rng = np.random.default_rng(11)
+    for _ in range(8):
+        cfg = random_dyadic_farm(rng, state_dependent=0.0, max_count=6)
+        fast = PASPolicy(cfg)
+        assert fast._server_scores() is not None
+        slow = PASPolicy(cfg)
+        slow._score_cache = (slow._flat, None)  # force the general rule
+        occ = np.stack([random_occupancy(rng, cfg) for _ in range(50)])
+        js = rng.integers(cfg.n_job_types, size=50)
+        obs = np.stack([server_obs(cfg, o, int(j)) for o, j in zip(occ, js, strict=True)])
+        masks = rng.random((50, cfg.n_servers)) < 0.5
+        masks[::7] = False
+        np.testing.assert_array_equal(
+            fast.predict(obs, action_masks=masks)[0], slow.predict(obs, action_masks=masks)[0]
+        )
