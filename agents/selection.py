@@ -31,7 +31,7 @@ from baselines.registry import make_policy
 from envs.config import FarmConfig
 from evaluation.measure import EfficiencyEstimate, exact_efficiency
 from evaluation.stats import mean_ci
-from evaluation.vector_eval import VectorEstimate, vector_efficiency
+from evaluation.vector_eval import VectorEstimate, builtin_efficiency, vector_efficiency
 
 __all__ = ["BestModelSelector", "PairedComparison", "PairedEvaluator", "compare"]
 
@@ -218,9 +218,9 @@ class PairedEvaluator:
                 if est is None:
                     raise ValueError("exact: the farm's per-server chain cannot be solved exactly")
                 self._pas = est
-            else:
-                self._pas = vector_efficiency(
-                    pas, self.config, "server", n_epochs=self.n_epochs,
+            else:  # the simulator's own PAS: the vector env's sample path, without a call per step
+                self._pas = builtin_efficiency(
+                    self.config, pas.priority_table(), n_epochs=self.n_epochs,
                     replications=self.replications, warmup_epochs=self.warmup_epochs,
                     policy_warmup=self.policy_warmup, seed=self.seed, objective=self.objective,
                 )  # fmt: skip

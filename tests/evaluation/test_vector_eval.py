@@ -10,7 +10,7 @@ from baselines.ctmc import evaluate_policy
 from baselines.pas import pas_table
 from baselines.registry import make_policy
 from envs.scenarios import load_scenario
-from evaluation.vector_eval import as_predictor, vector_efficiency
+from evaluation.vector_eval import as_predictor, builtin_efficiency, vector_efficiency
 from tests.helpers import ALPHA
 
 
@@ -40,3 +40,23 @@ def test_a_callable_predictor_and_masked_choices_are_refused():
         )  # fmt: skip
     with pytest.raises(ValueError, match="replications"):
         vector_efficiency(first_valid, config, "server", replications=1)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "objective"),
+    [("tiny", "energy"), ("paper-100", "energy"), ("speed-scaling", "energy"),
+     ("geo-us-eu", "cost"), ("lognormal", "energy")],
+)  # fmt: skip
+def test_builtin_efficiency_is_the_vector_env_measure_of_pas(scenario, objective):
+    """The simulator's own PAS over the same window and seeds follows the vector env's sample
+    path with PAS's per-server actions: the same per-replication values to float rounding
+    (state-dependent rates, time-varying prices, general sizes included)."""
+    if scenario == "lognormal":
+        config = load_scenario("paper-100").with_job_size({"distribution": "lognormal", "scv": 4})
+    else:
+        config = load_scenario(scenario)
+    kw = dict(n_epochs=2_000, replications=3, warmup_epochs=1_500, policy_warmup=300, seed=77,
+              objective=objective)  # fmt: skip
+    stepped = vector_efficiency(make_policy("pas", config, "server"), config, "server", **kw)
+    fast = builtin_efficiency(config, pas_table(config), **kw)
+    np.testing.assert_allclose(fast.per_replication, stepped.per_replication, rtol=1e-12)
