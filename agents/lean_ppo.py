@@ -49,15 +49,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.ppo import sidecar_path, write_sidecar
+from agents.ppo import MASKED_LOGIT, numpy_predictor, sidecar_path, write_sidecar
 from baselines.registry import make_policy
 from envs.config import FarmConfig, farm_from_dict
 from envs.scenarios import load_scenario
 from envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
 from evaluation.harness import epochs_per_duration
-
-#: the logit of a masked action (see masked_logits)
-MASKED_LOGIT = -1e8
 
 __all__ = [
     "LARGE_FARM_EPOCHS_PER_DURATION",
@@ -287,42 +284,6 @@ def clone_loss(
     )
     # masked entries have target 0; their logp (~ -1e8) must not turn 0 x logp into noise
     return -torch.where(masks, target * logp, torch.zeros_like(logp)).sum(-1).mean()
-
-
-def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Deterministic masked predictor of an SB3 (Maskable)ActorCriticPolicy's MLP policy head
-    in numpy: the argmax of the masked logits, as the policy's own ``predict``.
-
-    Why: for the batches of an evaluation (8-128 observations) torch's per-call overhead is most
-    of the cost (140 us for a 64x64 MLP on 32 rows, against ~20 us here). The weights are copied,
-    so later training does not change this predictor.
-    """
-    layers: list[tuple[np.ndarray, np.ndarray] | str] = []
-    for mod in policy.mlp_extractor.policy_net:
-        if isinstance(mod, torch.nn.Linear):
-            w = mod.weight.detach().numpy().T.copy()
-            layers.append((w, mod.bias.detach().numpy().copy()))
-        elif isinstance(mod, torch.nn.Tanh):
-            layers.append("tanh")
-        elif isinstance(mod, torch.nn.ReLU):
-            layers.append("relu")
-        else:
-            raise ValueError(f"policy: unsupported layer {type(mod).__name__} in the policy net")
-    head = policy.action_net
-    layers.append((head.weight.detach().numpy().T.copy(), head.bias.detach().numpy().copy()))
-
-    def predict(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32).reshape(len(masks), -1)
-        for layer in layers:
-            if layer == "tanh":
-                x = np.tanh(x)
-            elif layer == "relu":
-                x = np.maximum(x, 0.0)
-            else:
-                x = x @ layer[0] + layer[1]
-        return np.where(masks, x, MASKED_LOGIT).argmax(axis=1)
-
-    return predict
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,9 +35,11 @@ from envs.symmetry import GroupView
 from evaluation.report import atomic_write, to_json
 
 __all__ = [
+    "MASKED_LOGIT",
     "PPOAgent",
     "atomic_write_json",
     "model_predictor",
+    "numpy_predictor",
     "policy_architecture",
     "read_sidecar",
     "sidecar_path",
@@ -267,6 +269,56 @@ def model_predictor(model: Any) -> Predictor:
     return predict
 
 
+#: the logit of a masked action (also agents.lean_ppo.masked_logits): finite, so gradients stay finite
+MASKED_LOGIT = -1e8
+
+
+def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Deterministic masked predictor of an SB3 (Maskable)ActorCriticPolicy's MLP policy head
+    in numpy: the argmax of the masked logits, as the policy's own ``predict``.
+
+    Why: for the batches of an evaluation (8-128 observations) torch's per-call overhead is most
+    of the cost (140 us for a 64x64 MLP on 32 rows, against ~20 us here). The weights are copied,
+    so later training does not change this predictor. Raises ValueError for a network it does
+    not read (a layer other than Linear/Tanh/ReLU, or a features extractor other than SB3's
+    FlattenExtractor of a flat observation).
+    """
+    import torch  # heavy import: only when a model is loaded
+    from stable_baselines3.common.torch_layers import FlattenExtractor
+
+    if not isinstance(policy.features_extractor, FlattenExtractor):
+        raise ValueError(
+            f"policy: features extractor {type(policy.features_extractor).__name__} is not "
+            "SB3's FlattenExtractor"
+        )
+    layers: list[tuple[np.ndarray, np.ndarray] | str] = []
+    for mod in policy.mlp_extractor.policy_net:
+        if isinstance(mod, torch.nn.Linear):
+            w = mod.weight.detach().numpy().T.copy()
+            layers.append((w, mod.bias.detach().numpy().copy()))
+        elif isinstance(mod, torch.nn.Tanh):
+            layers.append("tanh")
+        elif isinstance(mod, torch.nn.ReLU):
+            layers.append("relu")
+        else:
+            raise ValueError(f"policy: unsupported layer {type(mod).__name__} in the policy net")
+    head = policy.action_net
+    layers.append((head.weight.detach().numpy().T.copy(), head.bias.detach().numpy().copy()))
+
+    def predict(obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32).reshape(len(masks), -1)
+        for layer in layers:
+            if layer == "tanh":
+                x = np.tanh(x)
+            elif layer == "relu":
+                x = np.maximum(x, 0.0)
+            else:
+                x = x @ layer[0] + layer[1]
+        return np.where(masks, x, MASKED_LOGIT).argmax(axis=1)
+
+    return predict
+
+
 class PPOAgent(Policy):
     """A trained MaskablePPO policy with the common ``predict`` interface of ``baselines.base``.
 
@@ -388,5 +440,8 @@ class PPOAgent(Policy):
 
     def predictor(self) -> Predictor:
         """Deterministic masked predictor (``evaluation.measure``, ``evaluation.exact``)."""
-        pred = model_predictor(self.policy)
+        try:  # numpy forward passes: the same argmax, without torch's per-call overhead
+            pred = numpy_predictor(self.policy)
+        except ValueError:
+            pred = model_predictor(self.policy)
         return pred if self.view is None else self.view.wrap(pred)
