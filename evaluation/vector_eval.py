@@ -108,16 +108,9 @@ def vector_efficiency(
         seed: replication ``i`` uses stream ``seed + i``.
         objective: ``"energy"`` (work / energy) or ``"cost"`` (work / cost).
     """
-    if replications < 2:
-        raise ValueError(f"replications: at least 2 are needed for an interval, got {replications}")
-    if n_epochs < 1:
-        raise ValueError(f"n_epochs: must be >= 1, got {n_epochs}")
+    warmup_epochs, policy_warmup = _window(config, n_epochs, replications, warmup_epochs,
+                                           policy_warmup)  # fmt: skip
     predict = as_predictor(policy)
-    per = epochs_per_duration(config)
-    if warmup_epochs is None:
-        warmup_epochs = max(2_000, math.ceil(50 * per))
-    if policy_warmup is None:
-        policy_warmup = default_policy_warmup(config)
     venv = ServerFarmVectorEnv(
         replications, config, action_mode=action_mode, reward_eta=0.0, objective=objective,
         warmup_epochs=warmup_epochs, max_episode_steps=None,
@@ -135,11 +128,34 @@ def vector_efficiency(
         if t >= policy_warmup:
             work += info["work"]
             energy += info[key]
-    per_rep = work / energy
+    return _estimate(work / energy, n_epochs)
+
+
+def _window(
+    config: FarmConfig,
+    n_epochs: int,
+    replications: int,
+    warmup_epochs: int | None,
+    policy_warmup: int | None,
+) -> tuple[int, int]:
+    """Check the window and fill in the default warm-ups: (PAS warm-up, policy warm-up)."""
+    if replications < 2:
+        raise ValueError(f"replications: at least 2 are needed for an interval, got {replications}")
+    if n_epochs < 1:
+        raise ValueError(f"n_epochs: must be >= 1, got {n_epochs}")
+    if warmup_epochs is None:
+        warmup_epochs = max(2_000, math.ceil(50 * epochs_per_duration(config)))
+    if policy_warmup is None:
+        policy_warmup = default_policy_warmup(config)
+    return int(warmup_epochs), int(policy_warmup)
+
+
+def _estimate(per_rep: np.ndarray, n_epochs: int) -> VectorEstimate:
+    """Mean and Student-t 95% half-width of the per-replication efficiencies."""
     mean, half = mean_ci(per_rep, 0.95)
     return VectorEstimate(
-        mean, math.inf if half is None else half, "simulation", n_epochs * replications,
-        replications, per_rep,
+        mean, math.inf if half is None else half, "simulation", n_epochs * len(per_rep),
+        len(per_rep), per_rep,
     )  # fmt: skip
 
 
@@ -166,22 +182,12 @@ def builtin_efficiency(
     policy call and a 10,000-wide observation per step cost ~3 ms per step of 16 replications
     (about 7 CPU minutes per final measurement); the simulator runs the same window in seconds.
     """
-    if replications < 2:
-        raise ValueError(f"replications: at least 2 are needed for an interval, got {replications}")
-    if n_epochs < 1:
-        raise ValueError(f"n_epochs: must be >= 1, got {n_epochs}")
-    if warmup_epochs is None:
-        warmup_epochs = max(2_000, math.ceil(50 * epochs_per_duration(config)))
-    if policy_warmup is None:
-        policy_warmup = default_policy_warmup(config)
+    warmup_epochs, policy_warmup = _window(config, n_epochs, replications, warmup_epochs,
+                                           policy_warmup)  # fmt: skip
     per_rep = np.empty(replications)
     for i in range(replications):
         sim = FarmSimulator(config, seed=seed + i)
         sim.run(warmup_epochs + policy_warmup + 1, "priority", table)
         st = sim.run(n_epochs, "priority", table)
         per_rep[i] = st.cost_efficiency if objective == "cost" else st.efficiency
-    mean, half = mean_ci(per_rep, 0.95)
-    return VectorEstimate(
-        mean, math.inf if half is None else half, "simulation", n_epochs * replications,
-        replications, per_rep,
-    )  # fmt: skip
+    return _estimate(per_rep, n_epochs)
