@@ -101,8 +101,10 @@ def test_windows_are_in_mean_job_durations_capped_in_epochs():
     large_farm = load_scenario("large-10k")
     large = derive_settings(large_farm)
     ten = math.ceil(RULES.min_window_durations * epochs_per_duration(large_farm))
-    # the epoch caps would give 1.7 and 8 durations: the 10-duration floor wins
-    assert large.eval_epochs == large.final_eval_epochs == ten
+    # the in-training cap would give 1.7 durations: the 10-duration floor wins
+    assert large.eval_epochs == ten
+    # the final window: 100 durations (1.2M epochs) capped at 1M, about 84 durations
+    assert large.final_eval_epochs == RULES.final_eval_max_epochs == 1_000_000
     assert large.warmup_epochs == math.ceil(
         RULES.warmup_durations * epochs_per_duration(large_farm)
     )
