@@ -94,13 +94,13 @@ class LeanTrainer(LeanPPO):
         trunk got too little gradient to learn)."""
         if not 0.0 < confidence < 1.0:
             raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
-        pas = self.teacher(teacher)
+        policy = self.teacher(teacher)
         if self._obs is None:
             self._start()
         obs_l, mask_l = [], []
         for _ in range(n_steps):
             m = self.venv.action_masks()
-            a, _ = pas.predict(self._obs, action_masks=m)
+            a, _ = policy.predict(self._obs, action_masks=m)
             obs_l.append(self._obs)
             mask_l.append(m)
             self._obs = self.venv.step(a)[0]
@@ -260,9 +260,13 @@ def _strongest_start(
             continue
         on_farm = t
         if trainer.config is not config:  # a twin's policy, measured on the farm itself
-            on_farm = PriorityPolicy(config, evaluator.action_mode, table=t.priority_table())
-            if n == "pas-price":
-                on_farm = make_policy(n, config, evaluator.action_mode)
+            # the twin's searched table; a fixed rule (price-aware PAS, which may follow the
+            # interval and then has no single table) is built for the farm itself
+            on_farm = (
+                PriorityPolicy(config, evaluator.action_mode, table=t.priority_table())
+                if n == "best-priority"
+                else make_policy(n, config, evaluator.action_mode)
+            )
         scores[n] = compare(evaluator.measure(on_farm), pas_est).gap_pct
     best = max(names, key=lambda n: (scores[n], n == "pas"))  # ties: PAS
     line = ", ".join(f"{n} {scores[n]:+.3f}%" for n in names if n != "pas")

@@ -268,6 +268,31 @@ def test_train_scale_trains_on_the_twin_and_serves_the_farm(tmp_path):
     assert LeanTrainer.load(ckpt).config.n_servers == 4  # resumes training on the twin
 
 
+def test_cost_start_on_a_time_varying_twin(tmp_path, capsys):
+    """--objective cost on a time-varying farm trained on its twin: the start candidates
+    (searched table, PAS, price-aware PAS, which follows the interval and has no single table)
+    are measured on the farm itself."""
+    import yaml
+
+    from envs.config import farm_from_dict
+    from envs.scenarios import load_scenario
+
+    d = load_scenario("tiny").to_dict()
+    d["interval_length"] = 2.0
+    d["groups"][1]["price"] = [1.0, 3.0]
+    farm = farm_from_dict(d).scaled(4, name="tiny-tv-x4")
+    path = tmp_path / "tv.yaml"
+    path.write_text(yaml.safe_dump(farm.to_dict(), sort_keys=False))
+    summary = train.main([*FAST, "--scenario", str(path), "--action-mode", "group",
+                          "--train-scale", "4", "--objective", "cost", "--init", "best-priority",
+                          "--output-dir", str(tmp_path / "run"), "--total-timesteps", "128",
+                          "--eval-epochs", "300", "--eval-replications", "2",
+                          "--final-eval-epochs", "300"])  # fmt: skip
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("start:"))
+    assert "best-priority" in line and "pas-price" in line
+    assert summary["started_from"] in ("best-priority", "pas", "pas-price")
+
+
 def test_train_scale_needs_a_group_network(capsys):
     assert exit_code(lambda: train.main(["--train-scale", "2"])) == 2  # tiny: server actions
     assert "--action-mode group" in capsys.readouterr().err
