@@ -543,13 +543,13 @@ class LeanPPO:
         smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
-        pas = self.teacher(teacher)
+        policy = self.teacher(teacher)
         if self._obs is None:
             self._start()
         obs_l, mask_l, act_l = [], [], []
         for _ in range(n_steps):
             m = self.venv.action_masks()
-            a, _ = pas.predict(self._obs, action_masks=m)
+            a, _ = policy.predict(self._obs, action_masks=m)
             obs_l.append(self._obs)
             mask_l.append(m)
             act_l.append(np.asarray(a, dtype=np.int64))
