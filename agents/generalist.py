@@ -37,8 +37,9 @@ import torch
 import torch.nn.functional as F
 
 from agents.lean_ppo import auto_gamma, gae, masked_logits, ppo_losses
-from agents.token_policy import TokenNetConfig, TokenPolicyNet
+from agents.token_policy import TokenNetConfig, TokenPolicyNet, pas_anchor
 from baselines.base import Policy
+from baselines.pas import PASPolicy
 from baselines.registry import make_policy
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
@@ -54,6 +55,13 @@ SHIPPED_MODEL = Path(__file__).with_name("models") / "generalist.pt"
 
 def _tensors(tokens: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return tuple(torch.as_tensor(tokens[k]) for k in ("groups", "group_mask", "job"))  # type: ignore[return-value]
+
+
+def _pas_server_fallback(policy: GeneralistPolicy) -> PASPolicy | None:
+    """Server mode of an anchored network: where it keeps PAS's (group, level), it takes
+    server-mode PAS's own server (the smallest-index vacancy of PAS's group), so a network that
+    never deviates is server-mode PAS exactly, not the group-mode packing rule."""
+    return PASPolicy(policy.config, "server") if policy.net.cfg.anchor > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,6 +97,7 @@ class GeneralistPolicy(Policy):
         self.net = net.eval()
         self.encoding = TokenEncoding(config, max_groups, max_levels)
         self._hoff = hist_offsets(config)
+        self._pas = _pas_server_fallback(self) if action_mode == "server" else None
 
     # ---- files ----------------------------------------------------------------------------------
     @staticmethod
@@ -127,8 +136,8 @@ class GeneralistPolicy(Policy):
     @torch.no_grad()
     def token_actions(self, tokens: dict[str, np.ndarray], token_masks: np.ndarray) -> np.ndarray:
         """Masked argmax of the network's logits over a batch of tokens."""
-        logits, _ = self.net(*_tensors(tokens))
         m = torch.as_tensor(token_masks, dtype=torch.bool)
+        logits, _ = self.net(*_tensors(tokens), m)
         return masked_logits(logits, m).argmax(-1).numpy()
 
     def _act_batch(
@@ -149,26 +158,38 @@ class GeneralistPolicy(Policy):
         sg = c.server_group
         occ = np.rint(obs[:, :S].astype(np.float64) * c.buffers[sg]).astype(np.int64)
         K, B1 = c.n_groups, c.max_buffer + 1
-        rows = np.repeat(np.arange(N), S)
-        counts = np.zeros((N, K, B1))
-        np.add.at(counts, (rows, np.tile(sg, N), occ.ravel()), 1.0)
-        allowed = np.zeros((N, K, B1), dtype=bool)
-        m = masks.ravel()
-        allowed[rows[m], np.tile(sg, N)[m], occ.ravel()[m]] = True
+        # flat (row, group, level) cell of every server: one bincount instead of np.add.at
+        cell = ((np.arange(N)[:, None] * K + sg[None, :]) * B1 + occ).ravel()
+        counts = np.bincount(cell, minlength=N * K * B1).reshape(N, K, B1).astype(np.float64)
+        allowed = np.zeros(N * K * B1, dtype=bool)
+        allowed[cell[masks.ravel()]] = True
+        allowed = allowed.reshape(N, K, B1)
         group_obs = np.zeros((N, int(self._hoff[-1]) + obs.shape[1] - S), dtype=np.float32)
         tmask = np.zeros((N, self.encoding.max_groups * L), dtype=bool)
         for k, g in enumerate(c.groups):
             group_obs[:, self._hoff[k] : self._hoff[k + 1]] = counts[:, k, : g.buffer + 1] / g.count
             tmask[:, k * L : k * L + g.buffer] = allowed[:, k, : g.buffer]
         group_obs[:, self._hoff[-1] :] = obs[:, S:]  # the same interval and job one-hots
-        tok = self.token_actions(self.encoding.encode(group_obs), tmask)
+        tokens = self.encoding.encode(group_obs)
+        tok = self.token_actions(tokens, tmask)
         out = np.empty(N, dtype=np.int64)
         off = c.group_offsets
+        keeps_pas = np.zeros(N, dtype=bool)
+        if self._pas is not None:
+            anchor = pas_anchor(torch.as_tensor(tokens["groups"]), torch.as_tensor(tmask), L)
+            keeps_pas = anchor.numpy()[np.arange(N), tok] & tmask.any(axis=1)
+            if keeps_pas.any():
+                out[keeps_pas] = self._pas._act_batch(obs[keeps_pas], masks[keeps_pas])
         for i, t in enumerate(tok):
+            if keeps_pas[i]:
+                continue
             k, b = divmod(int(t), L)
             lo = off[k]
             hit = np.flatnonzero((occ[i, lo : off[k + 1]] == b) & masks[i, lo : off[k + 1]])
-            out[i] = lo + hit[0]
+            if len(hit):
+                out[i] = lo + hit[0]
+            else:  # no valid (group, level): a blocking state; any masked server, as PAS does
+                out[i] = int(np.argmax(masks[i]))
         return out
 
 
@@ -194,7 +215,9 @@ class GeneralistConfig:
     max_grad_norm: float = 0.5
     gae_lambda: float = 0.95
     horizon_durations: float = 4.0
-    clone_farms: int = 32
+    #: logit bonus at PAS's action (agents.token_policy): the untrained network is PAS
+    anchor: float = 4.0
+    clone_farms: int = 0  # PAS cloning farms (only needed without an anchor)
     clone_steps: int = 128  # PAS decisions per env of each cloning farm
     clone_epochs: int = 8
     clone_smoothing: float = 0.05
@@ -210,6 +233,8 @@ class GeneralistConfig:
                      "batch_size", "torch_threads"):  # fmt: skip
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if int(self.clone_farms) < 0:
+            raise ValueError(f"clone_farms: must be >= 0, got {self.clone_farms}")
         if not 0.0 <= self.clone_smoothing < 1.0:
             raise ValueError(f"clone_smoothing: must be in [0, 1), got {self.clone_smoothing}")
         dist = self.farm_distribution()
@@ -246,7 +271,7 @@ class GeneralistTrainer:
         space = probe.observation_space
         self.net = TokenPolicyNet(
             TokenNetConfig(space["groups"].shape[1], space["job"].shape[0], cfg.max_levels,
-                           cfg.d_model, cfg.n_heads, cfg.n_layers)
+                           cfg.d_model, cfg.n_heads, cfg.n_layers, anchor=cfg.anchor)
         )  # fmt: skip
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
         self._gen = torch.Generator().manual_seed(cfg.seed)
@@ -314,7 +339,9 @@ class GeneralistTrainer:
             perm = torch.randperm(n, generator=self._gen)
             for lo in range(0, n, cfg.batch_size):
                 idx = perm[lo : lo + cfg.batch_size]
-                logits, _ = self.net(data["groups"][idx], data["group_mask"][idx], data["job"][idx])
+                logits, _ = self.net(
+                    data["groups"][idx], data["group_mask"][idx], data["job"][idx], masks[idx]
+                )
                 lg = masked_logits(logits, masks[idx])
                 # smoothing spread over the valid actions only (masked ones stay impossible)
                 valid = masks[idx].float()
@@ -325,7 +352,7 @@ class GeneralistTrainer:
                 loss.backward()
                 self.optimizer.step()
         with torch.no_grad():
-            logits, _ = self.net(data["groups"], data["group_mask"], data["job"])
+            logits, _ = self.net(data["groups"], data["group_mask"], data["job"], masks)
             acc = float((masked_logits(logits, masks).argmax(-1) == target).float().mean())
         return {"accuracy": acc, "samples": n}
 
@@ -342,7 +369,7 @@ class GeneralistTrainer:
             t = _tensors(tok)
             m = torch.as_tensor(masks)
             with torch.no_grad():
-                logits, v = self.net(*t)
+                logits, v = self.net(*t, m)
                 lp = torch.log_softmax(masked_logits(logits, m), -1)
                 g = -torch.log(-torch.log(torch.rand(lp.shape, generator=self._gen)))
                 a = (lp + g).argmax(-1)  # Gumbel-max: an exact categorical draw
@@ -357,7 +384,8 @@ class GeneralistTrainer:
             work += float(info["work"].sum())
             energy += float(info["energy"].sum())
         with torch.no_grad():
-            _, last = self.net(*_tensors(self._observe()[0]))
+            tok, masks = self._observe()
+            _, last = self.net(*_tensors(tok), torch.as_tensor(masks))
         out = {k: torch.stack(v) for k, v in buf.items()}
         out["last_value"] = last
         self.num_timesteps += T * len(self.farms) * cfg.envs_per_farm
@@ -392,7 +420,10 @@ class GeneralistTrainer:
             perm = torch.randperm(n, generator=self._gen)
             for lo in range(0, n - cfg.batch_size + 1, cfg.batch_size):
                 idx = perm[lo : lo + cfg.batch_size]
-                logits, v = self.net(flat["groups"][idx], flat["group_mask"][idx], flat["job"][idx])
+                logits, v = self.net(
+                    flat["groups"][idx], flat["group_mask"][idx], flat["job"][idx],
+                    flat["masks"][idx],
+                )  # fmt: skip
                 terms = ppo_losses(
                     logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx],
                     flat["adv"][idx], flat["ret"][idx], cfg.clip_range,

@@ -3,13 +3,17 @@
     python train.py --generalist                                   # the shipped model's command
     python train.py --generalist --total-timesteps 50000 --output-dir /tmp/g --eval-every 2  # smoke
 
-Steps: PAS cloning on ``clone_farms`` sampled farms, then PPO over farms drawn per rollout. Every
+Steps: PPO over farms drawn per rollout, from a network anchored on PAS (``--anchor``: the
+untrained network is PAS; ``--anchor 0`` instead clones PAS on ``clone_farms`` sampled farms). Every
 ``eval_every`` rollouts the network is measured on validation farms (``n_eval_farms`` draws of
 ``envs.farm_sampler`` from the held-out range that are small enough for an exact evaluation):
-its exact efficiency against PAS's on each, so the curve has no sampling noise. The run directory
+its exact efficiency (server mode, as shipped) against PAS's on each, so the curve has no
+sampling noise. The run directory
 holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only), ``curve.jsonl``
-(the validation points), ``history.jsonl`` (PPO's statistics per rollout), ``curve.png`` and
-``checkpoint.pt`` (the latest network, every evaluation).
+(the validation points), ``history.jsonl`` (PPO's statistics per rollout), ``curve.png``,
+``checkpoint.pt`` (the latest network, every evaluation) and ``best.pt`` (the network of the best
+validation point: the highest mean gain over PAS). ``--init-model`` starts from a saved network
+(e.g. the shipped one) instead of PAS.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer
+from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer
 from baselines.pas import PASPolicy
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
@@ -44,6 +48,8 @@ class GeneralistArgs:
     eval_every: int = 40  # rollouts between validation points
     n_eval_farms: int = 8
     torch_threads: int = 1
+    anchor: float = 4.0  # logit bonus at PAS's action; 0: clone PAS instead
+    init_model: str = ""  # a generalist .pt to start from (same network sizes) instead of PAS
 
 
 def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
@@ -58,11 +64,24 @@ def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
     return out
 
 
+def load_weights(trainer: GeneralistTrainer, path: str | Path) -> None:
+    """Start ``trainer`` from the weights of a saved generalist (its own anchor is kept)."""
+    net, _ = GeneralistPolicy.load_net(path)
+    mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k != "anchor"}
+    theirs = {k: v for k, v in asdict(net.cfg).items() if k != "anchor"}
+    if mine != theirs:
+        raise ValueError(
+            f"init_model: {path} has network sizes {theirs}, the run's are {mine}; start from a "
+            "model of the same sizes"
+        )
+    trainer.net.load_state_dict(net.state_dict())
+
+
 def validate(trainer: GeneralistTrainer, farms: Sequence[Any]) -> dict[str, float]:
     """Exact efficiency against PAS on each validation farm: mean and worst relative gain (%)."""
     gains = []
     for config in farms:
-        gen = exact_efficiency(trainer.policy(config, "group"), config, "group")
+        gen = exact_efficiency(trainer.policy(config, "server"), config, "server")
         pas = exact_efficiency(PASPolicy(config), config, "server")
         gains.append(100.0 * (gen.efficiency - pas.efficiency) / pas.efficiency)
     g = np.array(gains)
@@ -110,12 +129,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, c0 = time.time(), time.process_time()
-    trainer = GeneralistTrainer(GeneralistConfig(seed=a.seed, torch_threads=a.torch_threads))
+    if not a.anchor >= 0.0:
+        raise SystemExit(f"--anchor: must be >= 0, got {a.anchor}")
+    gcfg = GeneralistConfig(seed=a.seed, torch_threads=a.torch_threads, anchor=a.anchor,
+                            clone_farms=0 if a.anchor > 0 else 32)  # fmt: skip
+    trainer = GeneralistTrainer(gcfg)
     farms = validation_farms(a.n_eval_farms)
-    clone = trainer.clone_pas()
+    clone: dict[str, Any] = {}
+    if a.init_model:
+        start = f"{a.init_model} with a PAS anchor of {a.anchor}"
+        load_weights(trainer, a.init_model)
+    elif gcfg.clone_farms > 0:
+        clone = trainer.clone_pas()
+        start = f"PAS clone {clone}"
+    else:
+        start = f"PAS anchor {a.anchor}"
     points = [{"timesteps": 0, **validate(trainer, farms), "cpu_s": time.process_time() - c0}]
-    print(f"PAS clone: accuracy {clone['accuracy']:.4f} on {clone['samples']} decisions; "
-          f"validation {points[0]}", flush=True)  # fmt: skip
+    print(f"start ({start}): validation {points[0]}", flush=True)
+    trainer.save(out / "best", timesteps_done=0, validation=points[0])
+    best = points[0]["mean_vs_pas_pct"]
     with open(out / "history.jsonl", "w") as hist, open(out / "curve.jsonl", "w") as curve:
         curve.write(json.dumps(points[0]) + "\n")
 
@@ -129,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 curve.write(json.dumps(pt) + "\n")
                 curve.flush()
                 t.save(out / "checkpoint", timesteps_done=t.num_timesteps)
+                nonlocal best
+                if pt["mean_vs_pas_pct"] > best:  # the best validated network so far
+                    best = pt["mean_vs_pas_pct"]
+                    t.save(out / "best", timesteps_done=t.num_timesteps, validation=pt)
                 print(f"{t.num_timesteps:>10,} steps  vs PAS: mean {pt['mean_vs_pas_pct']:+.3f}% "
                       f"worst {pt['worst_vs_pas_pct']:+.3f}%", flush=True)  # fmt: skip
 

@@ -40,21 +40,23 @@ __all__ = ["TokenRLModule", "token_module_spec"]
 
 class TokenRLModule(TorchRLModule, ValueFunctionAPI):
     """Observations ``{"action_mask": [A], "observations": {"groups", "group_mask", "job"}}``;
-    ``model_config`` may set ``d_model``, ``n_heads``, ``n_layers``, ``d_hidden``."""
+    ``model_config`` may set ``d_model``, ``n_heads``, ``n_layers``, ``d_hidden`` and ``anchor``
+    (the PAS anchor of ``agents.token_policy``, placed from the action mask)."""
 
     def setup(self) -> None:
         tokens = self.observation_space["observations"]
         groups, job = tokens["groups"].shape, tokens["job"].shape
         max_levels = int(self.action_space.n) // groups[0]
         sizes = {k: v for k, v in (self.model_config or {}).items()
-                 if k in ("d_model", "n_heads", "n_layers", "d_hidden")}  # fmt: skip
+                 if k in ("d_model", "n_heads", "n_layers", "d_hidden", "anchor")}  # fmt: skip
         self.net = TokenPolicyNet(TokenNetConfig(groups[1], job[0], max_levels, **sizes))
 
     def _net(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         obs = batch[Columns.OBS]
         tok = obs["observations"]
-        logits, value = self.net(tok["groups"], tok["group_mask"], tok["job"])
-        return logits + torch.clamp(torch.log(obs["action_mask"]), min=FLOAT_MIN), value
+        mask = obs["action_mask"]
+        logits, value = self.net(tok["groups"], tok["group_mask"], tok["job"], mask > 0.5)
+        return logits + torch.clamp(torch.log(mask), min=FLOAT_MIN), value
 
     def _forward(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self._net(batch)[0]}

@@ -7,14 +7,16 @@
 **Small farms** (``random``): experiment 1's family, ``envs.scenarios.random_farm(seed)`` for
 seeds ``0..n-1`` (2-4 groups of 1-3 servers, buffers 1-3; the generalist is trained on
 ``envs.farm_sampler`` draws, never on these). Per farm, exactly (no sampling error): the
-generalist's stationary efficiency (per-server CTMC of its deterministic decisions in group
+generalist's stationary efficiency (per-server CTMC of its deterministic decisions in server
 mode, ``evaluation.measure.exact_efficiency``), PAS's, and the optimum (``baselines.optimum``).
+Both act in server mode: the generalist as users run it (``make_policy("generalist", config)``),
+PAS as the paper defines it (smallest-index vacancy).
 Summary: mean / worst gap to the optimum for both, and the share of farms where the generalist is
 at least PAS (within 1e-9).
 
 **Presets** (``presets``): each preset's efficiency for the generalist and PAS, exactly where the
-chain is small, else in the native vector env (``evaluation.vector_eval``) with common random
-numbers (the same replication seeds for both) and the paired 95% interval of the difference.
+chain is small, else in the native vector env (``evaluation.vector_eval``, server mode) with
+common random numbers (the same replication seeds for both) and the paired 95% interval of the difference.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
     sol, why = optimum_solution(config)
     if sol is None or not exact_solvable(config):
         return row | {"skipped": why or "per-server chain too large"}
-    gen = exact_efficiency(GeneralistPolicy(config, "group", model=model), config, "group")
+    gen = exact_efficiency(GeneralistPolicy(config, "server", model=model), config, "server")
     pas = exact_efficiency(PASPolicy(config), config, "server")
     opt = float(sol.value)
     return row | {
@@ -77,16 +79,16 @@ def preset_task(task: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
     name, model, st = task
     config: FarmConfig = load_scenario(name)
     row: dict[str, Any] = {"kind": "preset", "farm": name, "n_servers": config.n_servers}
-    gen_policy = GeneralistPolicy(config, "group", model=model)
+    gen_policy = GeneralistPolicy(config, "server", model=model)
     if exact_solvable(config):
-        gen = exact_efficiency(gen_policy, config, "group")
+        gen = exact_efficiency(gen_policy, config, "server")
         pas = exact_efficiency(PASPolicy(config), config, "server")
         diff, half = gen.efficiency - pas.efficiency, 0.0
         method = "exact"
     else:
         kw = {"n_epochs": st["epochs"], "replications": st["replications"], "seed": 10_000}
-        gen = vector_efficiency(gen_policy, config, "group", **kw)
-        pas = vector_efficiency(PASPolicy(config, "group"), config, "group", **kw)
+        gen = vector_efficiency(gen_policy, config, "server", **kw)
+        pas = vector_efficiency(PASPolicy(config, "server"), config, "server", **kw)
         d = gen.per_replication - pas.per_replication  # same seeds: paired
         diff, half = mean_ci(d, 0.95)
         method = "simulation (paired)"

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer  # noqa: E402
+from baselines.pas import PASPolicy  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.observation import decode_group_action  # noqa: E402
 from envs.server_farm import ServerFarmEnv  # noqa: E402
@@ -17,7 +18,7 @@ SMALL = {"n_servers": [2, 40]}  # small farms keep the smoke runs short
 
 
 def _trainer(**kw) -> GeneralistTrainer:
-    base = dict(farms=2, envs_per_farm=4, n_steps=16, batch_size=64, n_epochs=2,
+    base = dict(farms=2, envs_per_farm=4, n_steps=16, batch_size=64, n_epochs=2, anchor=0.0,
                 clone_farms=3, clone_steps=32, clone_epochs=4, distribution=SMALL)  # fmt: skip
     return GeneralistTrainer(GeneralistConfig(**(base | kw)))
 
@@ -43,6 +44,35 @@ def test_server_mode_picks_the_group_and_level_of_group_mode(seed: int) -> None:
         og, rg, *_ = genv.step(ag)
         os_, rs, *_ = senv.step(as_)
         assert rg == pytest.approx(rs, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [HELD_OUT_SEEDS.start + i for i in range(6)])
+def test_the_untrained_anchored_network_is_pas_in_both_modes(seed: int) -> None:
+    """anchor > 0: the logit head starts at zero, so the deterministic decisions are PAS's own:
+    group-mode PAS in group mode, server-mode PAS (smallest-index vacancy) in server mode."""
+    config = sample_farm(seed)
+    net = _trainer(anchor=4.0, clone_farms=0).net.eval()
+    kw = dict(net=net, max_groups=8, max_levels=8)
+    rng = np.random.default_rng(seed)
+    for mode in ("group", "server"):
+        gen, pas = GeneralistPolicy(config, mode, **kw), PASPolicy(config, mode)
+        env = ServerFarmEnv(config, action_mode=mode, warmup_epochs=200)
+        obs, _ = env.reset(seed=seed)
+        for _ in range(150):
+            m = env.action_masks()
+            a, _ = gen.predict(obs, action_masks=m)
+            assert a == pas.predict(obs, action_masks=m)[0]
+            # move on by a random valid action too, so the states are not only PAS's own
+            obs, *_ = env.step(rng.choice(np.flatnonzero(m)) if rng.random() < 0.5 else a)
+
+
+def test_anchored_training_runs_and_keeps_its_anchor(tmp_path) -> None:
+    tr = _trainer(anchor=4.0, clone_farms=0)
+    tr.learn(2 * 16 * 2 * 4)
+    assert all(np.isfinite(h["policy"]) for h in tr.history)
+    path = tr.save(tmp_path / "a")
+    loaded, meta = GeneralistPolicy.load_net(path)
+    assert loaded.cfg.anchor == 4.0 and meta["trainer_config"]["anchor"] == 4.0
 
 
 def test_training_starts_from_pas_and_files_hold_only_weights(tmp_path) -> None:
@@ -76,3 +106,5 @@ def test_bad_settings_are_refused() -> None:
         GeneralistConfig(max_groups=4).check()
     with pytest.raises(ValueError, match="farms: must be >= 1"):
         GeneralistConfig(farms=0).check()
+    with pytest.raises(ValueError, match="clone_farms: must be >= 0"):
+        GeneralistConfig(clone_farms=-1).check()

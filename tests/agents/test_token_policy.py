@@ -92,3 +92,24 @@ def test_bad_sizes_are_refused() -> None:
         TokenNetConfig(10, 5, 4, n_heads=3)
     with pytest.raises(ValueError, match="max_levels: must be >= 1"):
         TokenNetConfig(10, 5, 0)
+
+
+def test_an_anchored_network_needs_the_mask_and_starts_at_pas() -> None:
+    from agents.token_policy import pas_anchor
+
+    env = _env(sample_farm(4))
+    obs, _ = env.reset(seed=4)
+    b = {k: torch.as_tensor(v)[None] for k, v in obs.items()}
+    m = torch.as_tensor(env.action_masks())[None]
+    space = env.observation_space
+    net = TokenPolicyNet(
+        TokenNetConfig(space["groups"].shape[1], space["job"].shape[0], L, anchor=3.0)
+    )
+    with pytest.raises(ValueError, match="masks: a network with a PAS anchor"):
+        net(b["groups"], b["group_mask"], b["job"])
+    logits, _ = net(b["groups"], b["group_mask"], b["job"], m)
+    anchor = pas_anchor(b["groups"], m, L)
+    assert int(anchor.sum()) == 1 and bool(m[anchor].all())
+    torch.testing.assert_close(logits, 3.0 * anchor.float())  # the zero-initialised head
+    with pytest.raises(ValueError, match="anchor: must be a finite number >= 0"):
+        TokenNetConfig(1, 1, L, anchor=-1.0)
