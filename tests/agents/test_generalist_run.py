@@ -34,11 +34,32 @@ def test_a_short_run_writes_its_files(tmp_path: Path) -> None:
     out = generalist_run.main(["--total-timesteps", "8192", "--eval-every", "1",
                                "--n-eval-farms", "2", "--output-dir", str(tmp_path)])  # fmt: skip
     assert [p["timesteps"] for p in out["curve"]] == [0, 8192]
-    for name in ("generalist.pt", "generalist.json", "checkpoint.pt", "curve.jsonl",
+    for name in ("generalist.pt", "generalist.json", "checkpoint.pt", "best.pt", "curve.jsonl",
                  "history.jsonl", "curve.png"):  # fmt: skip
         assert (tmp_path / name).stat().st_size > 0
     meta = json.loads((tmp_path / "generalist.json").read_text())
     assert meta["command"].startswith("python train.py --generalist --total-timesteps 8192")
+    # the untrained anchored network is PAS: the start's validation point is exactly 0
+    assert out["curve"][0]["mean_vs_pas_pct"] == 0.0 and meta["net"]["anchor"] == 4.0
+
+
+def test_init_model_starts_from_its_weights_under_the_run_anchor(tmp_path: Path) -> None:
+    from agents.generalist import (
+        SHIPPED_MODEL,
+        GeneralistConfig,
+        GeneralistPolicy,
+        GeneralistTrainer,
+    )
+
+    tr = GeneralistTrainer(GeneralistConfig(anchor=1.5))
+    generalist_run.load_weights(tr, SHIPPED_MODEL)
+    shipped, _ = GeneralistPolicy.load_net(SHIPPED_MODEL)
+    for k, v in shipped.state_dict().items():
+        assert bool((tr.net.state_dict()[k] == v).all()), k
+    assert tr.net.cfg.anchor == 1.5
+    small = GeneralistTrainer(GeneralistConfig(d_model=32, n_heads=4))
+    with pytest.raises(ValueError, match=r"init_model: .* has network sizes"):
+        generalist_run.load_weights(small, SHIPPED_MODEL)
 
 
 def test_train_py_delegates_generalist_runs(capsys) -> None:
