@@ -286,7 +286,10 @@ class GeneralistTrainer:
     def _draw_farm(self, n_envs: int) -> _Farm:
         seed = int(self._seeds[self._next_seed % len(self._seeds)])
         self._next_seed += 1
-        config = sample_farm(seed, self.distribution)
+        return self._draw_farm_for(sample_farm(seed, self.distribution), n_envs, seed)
+
+    def _draw_farm_for(self, config: FarmConfig, n_envs: int, seed: int) -> _Farm:
+        """``config`` as a group-mode vector env of ``n_envs`` replications, reset and warm."""
         per = config.epochs_per_duration
         venv = ServerFarmVectorEnv(
             n_envs, config, action_mode="group", warmup_epochs=max(1_000, math.ceil(50 * per)),

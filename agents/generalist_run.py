@@ -13,7 +13,9 @@ holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only),
 (the validation points), ``history.jsonl`` (PPO's statistics per rollout), ``curve.png``,
 ``checkpoint.pt`` (the latest network, every evaluation) and ``best.pt`` (the network of the best
 validation point: the highest mean gain over PAS). ``--init-model`` starts from a saved network
-(e.g. the shipped one) instead of PAS.
+(e.g. the shipped one) instead of PAS; ``--oracle-farms N`` first fits the network to the exact
+optimum of N solvable sampled farms (``agents.generalist_oracle``); ``--total-timesteps 0``
+skips PPO.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer
+from agents.generalist_oracle import distill_optimum
 from baselines.pas import PASPolicy
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
@@ -50,6 +53,9 @@ class GeneralistArgs:
     torch_threads: int = 1
     anchor: float = 4.0  # logit bonus at PAS's action; 0: clone PAS instead
     init_model: str = ""  # a generalist .pt to start from (same network sizes) instead of PAS
+    oracle_farms: int = 0  # fit to the exact optimum of this many solvable farms before PPO
+    oracle_steps: int = 128  # decisions per env on each of them
+    oracle_epochs: int = 8
 
 
 def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
@@ -117,9 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str] | None) -> GeneralistArgs:
     p = build_parser()
     a = GeneralistArgs(**vars(p.parse_args(argv)))
-    for name in ("total_timesteps", "eval_every", "n_eval_farms", "torch_threads"):
+    for name in ("eval_every", "n_eval_farms", "torch_threads", "oracle_steps", "oracle_epochs"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(a, name)}")
+    for name in ("total_timesteps", "oracle_farms"):
+        if getattr(a, name) < 0:
+            p.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(a, name)}")
     return a
 
 
@@ -146,8 +155,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         start = f"PAS anchor {a.anchor}"
     points = [{"timesteps": 0, **validate(trainer, farms), "cpu_s": time.process_time() - c0}]
     print(f"start ({start}): validation {points[0]}", flush=True)
-    trainer.save(out / "best", timesteps_done=0, validation=points[0])
-    best = points[0]["mean_vs_pas_pct"]
+    oracle: dict[str, Any] = {}
+    if a.oracle_farms:
+        oracle = distill_optimum(trainer, a.oracle_farms, epochs=a.oracle_epochs,
+                                 steps=a.oracle_steps)  # fmt: skip
+        points.append({"timesteps": 0, **validate(trainer, farms), "phase": "oracle",
+                       "cpu_s": time.process_time() - c0})  # fmt: skip
+        print(f"fitted to the optimum ({oracle}): validation {points[-1]}", flush=True)
+    trainer.save(out / "best", timesteps_done=0, validation=points[-1])
+    best = points[-1]["mean_vs_pas_pct"]
     with open(out / "history.jsonl", "w") as hist, open(out / "curve.jsonl", "w") as curve:
         curve.write(json.dumps(points[0]) + "\n")
 
@@ -168,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 print(f"{t.num_timesteps:>10,} steps  vs PAS: mean {pt['mean_vs_pas_pct']:+.3f}% "
                       f"worst {pt['worst_vs_pas_pct']:+.3f}%", flush=True)  # fmt: skip
 
-        trainer.learn(a.total_timesteps, callback=callback)
+        if a.total_timesteps:
+            trainer.learn(a.total_timesteps, callback=callback)
         if points[-1]["timesteps"] != trainer.num_timesteps:  # the final network's point
             pt = {"timesteps": trainer.num_timesteps, **validate(trainer, farms),
                   "cpu_s": time.process_time() - c0}  # fmt: skip
@@ -177,10 +194,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     path = trainer.save(
         out / "generalist", command=" ".join(["python train.py --generalist", *argv]),
         run_args=asdict(a), wall_s=time.time() - t0, cpu_s=time.process_time() - c0,
+        oracle=oracle, validation=points[-1],
     )  # fmt: skip
     plot_curve(points, out / "curve.png")
     print(f"model: {path} ({trainer.num_timesteps:,} steps, {time.process_time() - c0:.0f} CPU-s)")
-    return {"model": str(path), "curve": points, "clone": clone}
+    return {"model": str(path), "curve": points, "clone": clone, "oracle": oracle}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,145 @@
+"""Distilling the exact optimum of small farms into the generalist (``train.py --generalist
+--oracle-farms N``).
+
+Why: PPO's signal for one decision is weak and noisy (the return of a few hundred decisions of a
+stochastic farm), and the generalist's PPO did not learn the overlap effect that makes PAS lose
+up to 6.9% on small farms (a job type that may use every group takes the efficient group that
+another type, with a poor alternative, needs). On a farm small enough for ``baselines.optimum``
+the optimal decision of every state is *known*, without noise. So the generalist is also fitted
+to it: for ``oracle_farms`` farms drawn from the training distribution (seeds from the trainer's
+own stream, never the held-out range) whose optimum the solver reaches, the group-mode env runs
+under the optimal policy (with a share ``explore`` of uniformly random valid actions, so that the
+states next to the optimal path are labelled too, as DAgger does), and every visited state is
+labelled with the optimal (group, level). The network is then fitted by cross-entropy on its
+*anchored* logits (``agents.token_policy``): where the optimum is PAS the anchor already says so;
+where it is not, the network must learn to outweigh the anchor.
+
+Farms the solver cannot reach (large ones) get no labels: there the anchor keeps the network at
+PAS unless its own preference is strong (the deviation it learned on small farms carries over
+only as far as the tokens, which are size-free, make it look the same).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from agents.lean_ppo import masked_logits
+from baselines.optimum import OptimalPolicy
+from envs.farm_sampler import sample_farm
+
+if TYPE_CHECKING:  # the trainer imports nothing from here
+    from agents.generalist import GeneralistTrainer
+
+__all__ = ["distill_optimum", "oracle_dataset"]
+
+
+def oracle_dataset(
+    trainer: GeneralistTrainer,
+    n_farms: int,
+    steps: int = 256,
+    n_envs: int = 8,
+    explore: float = 0.2,
+    max_states: int = 5_000,
+) -> dict[str, Any]:
+    """States and optimal token actions on ``n_farms`` farms with a reachable optimum.
+
+    Returns ``{"groups", "group_mask", "job", "masks", "target"}`` (numpy arrays, one row per
+    decision) plus ``"farms"`` (names used), ``"tried"`` (draws, including those the solver
+    refused) and ``"agrees_with_pas"`` (share of labels equal to PAS's anchor action).
+    """
+    from agents.token_policy import pas_anchor
+
+    if n_farms < 1 or steps < 1 or n_envs < 1 or not 0.0 <= explore < 1.0:
+        raise ValueError(
+            "oracle_dataset: n_farms, steps, n_envs must be >= 1 and explore in [0, 1), got "
+            f"{n_farms}, {steps}, {n_envs}, {explore}"
+        )
+    rng = np.random.default_rng(trainer.cfg.seed + 7)
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("groups", "group_mask", "job", "masks",
+                                                         "target")}  # fmt: skip
+    names, tried = [], 0
+    while len(names) < n_farms:
+        tried += 1
+        if tried > 50 * n_farms:
+            raise ValueError(
+                f"oracle_farms: only {len(names)} of {tried} draws had a solvable optimum; "
+                "ask for fewer farms or raise max_states"
+            )
+        seed = int(trainer._seeds[trainer._next_seed % len(trainer._seeds)])
+        trainer._next_seed += 1
+        config = sample_farm(seed, trainer.distribution)
+        if not config.job_size.is_exponential or config.is_time_varying:
+            continue
+        try:
+            opt = OptimalPolicy(config, "group", seed=seed, method="pi",
+                                max_states=max_states)  # fmt: skip
+        except ValueError:  # too large for the solver: no labels on this farm
+            continue
+        farm = trainer._draw_farm_for(config, n_envs, seed)
+        for _ in range(steps):
+            m = farm.venv.action_masks()
+            a_opt, _ = opt.predict(farm.obs, action_masks=m)
+            tok = farm.encoding.encode(farm.obs)
+            tm = farm.encoding.masks(m)
+            for k in ("groups", "group_mask", "job"):
+                cols[k].append(tok[k])
+            cols["masks"].append(tm)
+            cols["target"].append(farm.encoding.from_group_actions(np.asarray(a_opt)))
+            act = np.asarray(a_opt, dtype=np.int64).copy()
+            wild = rng.random(n_envs) < explore
+            for i in np.flatnonzero(wild & m.any(axis=1)):
+                act[i] = rng.choice(np.flatnonzero(m[i]))
+            farm.obs = farm.venv.step(act)[0]
+        farm.venv.close()
+        names.append(config.name)
+    data = {k: np.concatenate(v) for k, v in cols.items()}
+    anchor = pas_anchor(torch.as_tensor(data["groups"]), torch.as_tensor(data["masks"]),
+                        trainer.cfg.max_levels).numpy()  # fmt: skip
+    agree = anchor[np.arange(len(data["target"])), data["target"]]
+    return data | {"farms": names, "tried": tried, "agrees_with_pas": float(agree.mean())}
+
+
+def distill_optimum(
+    trainer: GeneralistTrainer,
+    n_farms: int,
+    epochs: int = 8,
+    steps: int = 256,
+    explore: float = 0.2,
+) -> dict[str, Any]:
+    """Fit ``trainer.net`` to the optimal decisions of ``n_farms`` solvable farms
+    (:func:`oracle_dataset`); returns the dataset's size, the fit's accuracy and its cost."""
+    t0 = time.process_time()
+    data = oracle_dataset(trainer, n_farms, steps=steps, n_envs=trainer.cfg.envs_per_farm,
+                          explore=explore)  # fmt: skip
+    t1 = time.process_time()
+    x = {k: torch.as_tensor(data[k]) for k in ("groups", "group_mask", "job", "masks", "target")}
+    valid = x["masks"].any(-1)
+    x = {k: v[valid] for k, v in x.items()}
+    n, net, opt = len(x["target"]), trainer.net, trainer.optimizer
+    net.train()
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=trainer._gen)
+        for lo in range(0, n, trainer.cfg.batch_size):
+            idx = perm[lo : lo + trainer.cfg.batch_size]
+            logits, _ = net(x["groups"][idx], x["group_mask"][idx], x["job"][idx], x["masks"][idx])
+            loss = torch.nn.functional.cross_entropy(
+                masked_logits(logits, x["masks"][idx]), x["target"][idx]
+            )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), trainer.cfg.max_grad_norm)
+            opt.step()
+    net.eval()
+    with torch.no_grad():
+        hits = 0
+        for lo in range(0, n, 8192):
+            sl = slice(lo, lo + 8192)
+            logits, _ = net(x["groups"][sl], x["group_mask"][sl], x["job"][sl], x["masks"][sl])
+            hits += int((masked_logits(logits, x["masks"][sl]).argmax(-1) == x["target"][sl]).sum())
+    return {"samples": n, "farms": len(data["farms"]), "draws": data["tried"],
+            "label_is_pas": data["agrees_with_pas"], "accuracy": hits / max(n, 1),
+            "data_cpu_s": t1 - t0, "fit_cpu_s": time.process_time() - t1}  # fmt: skip
