@@ -15,7 +15,9 @@ holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only),
 validation point: the highest mean gain over PAS). ``--init-model`` starts from a saved network
 (e.g. the shipped one) instead of PAS; ``--oracle-farms N`` first fits the network to the exact
 optimum of N solvable sampled farms (``agents.generalist_oracle``); ``--total-timesteps 0``
-skips PPO.
+skips PPO; ``--select-anchors 3,5,8`` finally sets the network's PAS anchor to the one with the
+highest mean gain on ``select_farms`` validation farms among those that keep
+``select_min_share`` of them at PAS or above.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ import numpy as np
 
 from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer
 from agents.generalist_oracle import distill_optimum
+from agents.token_policy import TokenPolicyNet
 from baselines.pas import PASPolicy
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
@@ -56,6 +59,9 @@ class GeneralistArgs:
     oracle_farms: int = 0  # fit to the exact optimum of this many solvable farms before PPO
     oracle_steps: int = 128  # decisions per env on each of them
     oracle_epochs: int = 8
+    select_anchors: str = ""  # e.g. "3,5,8,12": pick the final anchor on validation farms
+    select_farms: int = 64  # validation farms for that choice
+    select_min_share: float = 0.95  # ... the anchor must keep this share of them >= PAS
 
 
 def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
@@ -81,6 +87,33 @@ def load_weights(trainer: GeneralistTrainer, path: str | Path) -> None:
             "model of the same sizes"
         )
     trainer.net.load_state_dict(net.state_dict())
+
+
+def with_anchor(net: TokenPolicyNet, anchor: float) -> TokenPolicyNet:
+    """The same weights under another PAS anchor (a prior added at decision time)."""
+    out = TokenPolicyNet(replace(net.cfg, anchor=float(anchor)))
+    out.load_state_dict(net.state_dict())
+    return out.eval()
+
+
+def select_anchor(
+    trainer: GeneralistTrainer, farms: Sequence[Any], anchors: Sequence[float], min_share: float
+) -> tuple[float, list[dict[str, float]]]:
+    """The anchor with the highest mean validation gain over PAS among those that keep at least
+    ``min_share`` of ``farms`` at PAS's efficiency or above (the largest anchor if none does):
+    a larger anchor deviates from PAS only where the network is more confident, so it trades
+    mean gain for safety; this picks the point of that trade-off on held-out farms."""
+    rows = []
+    net = trainer.net
+    for a in anchors:
+        trainer.net = with_anchor(net, a)
+        rows.append({"anchor": float(a), **validate(trainer, farms)})
+    trainer.net = net
+    ok = [r for r in rows if r["share_at_least_pas"] >= min_share - 1e-12]
+    pick = (
+        max(ok, key=lambda r: r["mean_vs_pas_pct"]) if ok else max(rows, key=lambda r: r["anchor"])
+    )
+    return pick["anchor"], rows
 
 
 def validate(trainer: GeneralistTrainer, farms: Sequence[Any]) -> dict[str, float]:
@@ -123,12 +156,21 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str] | None) -> GeneralistArgs:
     p = build_parser()
     a = GeneralistArgs(**vars(p.parse_args(argv)))
-    for name in ("eval_every", "n_eval_farms", "torch_threads", "oracle_steps", "oracle_epochs"):
+    for name in ("eval_every", "n_eval_farms", "torch_threads", "oracle_steps", "oracle_epochs",
+                 "select_farms"):  # fmt: skip
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(a, name)}")
     for name in ("total_timesteps", "oracle_farms"):
         if getattr(a, name) < 0:
             p.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(a, name)}")
+    if not 0.0 <= a.select_min_share <= 1.0:
+        p.error(f"--select-min-share: must be in [0, 1], got {a.select_min_share}")
+    try:
+        bad = [x for x in a.select_anchors.split(",") if a.select_anchors and float(x) < 0]
+    except ValueError:
+        bad = [a.select_anchors]
+    if bad:
+        p.error(f"--select-anchors: comma-separated numbers >= 0, got {a.select_anchors!r}")
     return a
 
 
@@ -191,10 +233,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   "cpu_s": time.process_time() - c0}  # fmt: skip
             points.append(pt)
             curve.write(json.dumps(pt) + "\n")
+    selection: list[dict[str, float]] = []
+    if a.select_anchors:
+        anchors = [float(x) for x in a.select_anchors.split(",")]
+        chosen, selection = select_anchor(trainer, validation_farms(a.select_farms), anchors,
+                                          a.select_min_share)  # fmt: skip
+        trainer.net = with_anchor(trainer.net, chosen)
+        for r in selection:
+            print(f"anchor {r['anchor']:g}: mean {r['mean_vs_pas_pct']:+.3f}% worst "
+                  f"{r['worst_vs_pas_pct']:+.3f}% >= PAS on {100 * r['share_at_least_pas']:.0f}%")  # fmt: skip
+        print(f"anchor chosen: {chosen:g}", flush=True)
     path = trainer.save(
         out / "generalist", command=" ".join(["python train.py --generalist", *argv]),
         run_args=asdict(a), wall_s=time.time() - t0, cpu_s=time.process_time() - c0,
-        oracle=oracle, validation=points[-1],
+        oracle=oracle, validation=points[-1], anchor_selection=selection,
     )  # fmt: skip
     plot_curve(points, out / "curve.png")
     print(f"model: {path} ({trainer.num_timesteps:,} steps, {time.process_time() - c0:.0f} CPU-s)")
