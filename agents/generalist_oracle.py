@@ -30,11 +30,15 @@ import torch
 from agents.lean_ppo import masked_logits
 from baselines.optimum import OptimalPolicy
 from envs.farm_sampler import sample_farm
+from envs.scenarios import random_farm
 
 if TYPE_CHECKING:  # the trainer imports nothing from here
     from agents.generalist import GeneralistTrainer
 
-__all__ = ["distill_optimum", "oracle_dataset"]
+__all__ = ["RANDOM_FARM_TRAIN_SEEDS", "distill_optimum", "oracle_dataset"]
+
+#: seeds of ``random_farm`` that training may use (``family="mixed"``)
+RANDOM_FARM_TRAIN_SEEDS = range(1_000_000, 2_000_000)
 
 
 def oracle_dataset(
@@ -44,13 +48,21 @@ def oracle_dataset(
     n_envs: int = 8,
     explore: float = 0.2,
     max_states: int = 5_000,
+    family: str = "sampler",
 ) -> dict[str, Any]:
     """States and optimal token actions on ``n_farms`` farms with a reachable optimum.
 
     Returns ``{"groups", "group_mask", "job", "masks", "target"}`` (numpy arrays, one row per
     decision) plus ``"farms"`` (names used), ``"tried"`` (draws, including those the solver
     refused) and ``"agrees_with_pas"`` (share of labels equal to PAS's anchor action).
+
+    ``family``: ``"sampler"`` (draws of the trainer's farm distribution) or ``"mixed"`` (every
+    other farm from ``envs.scenarios.random_farm``, experiment 1's family, with seeds in
+    :data:`RANDOM_FARM_TRAIN_SEEDS`, far from the seeds 0-99 that experiment 1 and the zero-shot
+    evaluation use and from the user-farm seeds of docs/training.md).
     """
+    if family not in ("sampler", "mixed"):
+        raise ValueError(f"family: 'sampler' or 'mixed', got {family!r}")
     from agents.token_policy import pas_anchor
 
     if n_farms < 1 or steps < 1 or n_envs < 1 or not 0.0 <= explore < 1.0:
@@ -69,9 +81,13 @@ def oracle_dataset(
                 f"oracle_farms: only {len(names)} of {tried} draws had a solvable optimum; "
                 "ask for fewer farms or raise max_states"
             )
-        seed = int(trainer._seeds[trainer._next_seed % len(trainer._seeds)])
-        trainer._next_seed += 1
-        config = sample_farm(seed, trainer.distribution)
+        if family == "mixed" and len(names) % 2 == 1:  # alternate by farms kept
+            seed = RANDOM_FARM_TRAIN_SEEDS.start + int(rng.integers(len(RANDOM_FARM_TRAIN_SEEDS)))
+            config = random_farm(seed)
+        else:
+            seed = int(trainer._seeds[trainer._next_seed % len(trainer._seeds)])
+            trainer._next_seed += 1
+            config = sample_farm(seed, trainer.distribution)
         if not config.job_size.is_exponential or config.is_time_varying:
             continue
         try:
@@ -109,12 +125,13 @@ def distill_optimum(
     epochs: int = 8,
     steps: int = 256,
     explore: float = 0.2,
+    family: str = "sampler",
 ) -> dict[str, Any]:
     """Fit ``trainer.net`` to the optimal decisions of ``n_farms`` solvable farms
     (:func:`oracle_dataset`); returns the dataset's size, the fit's accuracy and its cost."""
     t0 = time.process_time()
     data = oracle_dataset(trainer, n_farms, steps=steps, n_envs=trainer.cfg.envs_per_farm,
-                          explore=explore)  # fmt: skip
+                          explore=explore, family=family)  # fmt: skip
     t1 = time.process_time()
     x = {k: torch.as_tensor(data[k]) for k in ("groups", "group_mask", "job", "masks", "target")}
     valid = x["masks"].any(-1)

@@ -59,6 +59,7 @@ class GeneralistArgs:
     oracle_farms: int = 0  # fit to the exact optimum of this many solvable farms before PPO
     oracle_steps: int = 128  # decisions per env on each of them
     oracle_epochs: int = 8
+    oracle_family: str = "sampler"  # or "mixed": half of the farms from random_farm's family
     select_anchors: str = ""  # e.g. "3,5,8,12": pick the final anchor on validation farms
     select_farms: int = 64  # validation farms for that choice
     select_min_share: float = 0.95  # ... the anchor must keep this share of them >= PAS
@@ -163,6 +164,8 @@ def parse(argv: Sequence[str] | None) -> GeneralistArgs:
     for name in ("total_timesteps", "oracle_farms"):
         if getattr(a, name) < 0:
             p.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(a, name)}")
+    if a.oracle_family not in ("sampler", "mixed"):
+        p.error(f"--oracle-family: 'sampler' or 'mixed', got {a.oracle_family!r}")
     if not 0.0 <= a.select_min_share <= 1.0:
         p.error(f"--select-min-share: must be in [0, 1], got {a.select_min_share}")
     try:
@@ -200,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     oracle: dict[str, Any] = {}
     if a.oracle_farms:
         oracle = distill_optimum(trainer, a.oracle_farms, epochs=a.oracle_epochs,
-                                 steps=a.oracle_steps)  # fmt: skip
+                                 steps=a.oracle_steps, family=a.oracle_family)  # fmt: skip
         points.append({"timesteps": 0, **validate(trainer, farms), "phase": "oracle",
                        "cpu_s": time.process_time() - c0})  # fmt: skip
         print(f"fitted to the optimum ({oracle}): validation {points[-1]}", flush=True)
