@@ -22,18 +22,17 @@ only as far as the tokens, which are size-free, make it look the same).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
+from agents.generalist import GeneralistTrainer
 from agents.lean_ppo import masked_logits
+from agents.token_policy import pas_anchor
 from baselines.optimum import OptimalPolicy
 from envs.farm_sampler import sample_farm
 from envs.scenarios import random_farm
-
-if TYPE_CHECKING:  # the trainer imports nothing from here
-    from agents.generalist import GeneralistTrainer
 
 __all__ = ["RANDOM_FARM_TRAIN_SEEDS", "distill_optimum", "oracle_dataset"]
 
@@ -63,8 +62,6 @@ def oracle_dataset(
     """
     if family not in ("sampler", "mixed"):
         raise ValueError(f"family: 'sampler' or 'mixed', got {family!r}")
-    from agents.token_policy import pas_anchor
-
     if n_farms < 1 or steps < 1 or n_envs < 1 or not 0.0 <= explore < 1.0:
         raise ValueError(
             "oracle_dataset: n_farms, steps, n_envs must be >= 1 and explore in [0, 1), got "
