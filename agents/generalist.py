@@ -283,9 +283,14 @@ class GeneralistTrainer:
         self.farms: list[_Farm] = []
 
     # ---- farms ----------------------------------------------------------------------------------
-    def _draw_farm(self, n_envs: int) -> _Farm:
+    def next_farm_seed(self) -> int:
+        """The next training-farm seed of this run's stream (never in the held-out range)."""
         seed = int(self._seeds[self._next_seed % len(self._seeds)])
         self._next_seed += 1
+        return seed
+
+    def _draw_farm(self, n_envs: int) -> _Farm:
+        seed = self.next_farm_seed()
         return self._draw_farm_for(sample_farm(seed, self.distribution), n_envs, seed)
 
     def _draw_farm_for(self, config: FarmConfig, n_envs: int, seed: int) -> _Farm:

@@ -82,8 +82,7 @@ def oracle_dataset(
             seed = RANDOM_FARM_TRAIN_SEEDS.start + int(rng.integers(len(RANDOM_FARM_TRAIN_SEEDS)))
             config = random_farm(seed)
         else:
-            seed = int(trainer._seeds[trainer._next_seed % len(trainer._seeds)])
-            trainer._next_seed += 1
+            seed = trainer.next_farm_seed()
             config = sample_farm(seed, trainer.distribution)
         if not config.job_size.is_exponential or config.is_time_varying:
             continue

@@ -106,10 +106,12 @@ def select_anchor(
     mean gain for safety; this picks the point of that trade-off on held-out farms."""
     rows = []
     net = trainer.net
-    for a in anchors:
-        trainer.net = with_anchor(net, a)
-        rows.append({"anchor": float(a), **validate(trainer, farms)})
-    trainer.net = net
+    try:  # validate() measures trainer.net: lend it each anchored copy, then restore it
+        for a in anchors:
+            trainer.net = with_anchor(net, a)
+            rows.append({"anchor": float(a), **validate(trainer, farms)})
+    finally:
+        trainer.net = net
     ok = [r for r in rows if r["share_at_least_pas"] >= min_share - 1e-12]
     pick = (
         max(ok, key=lambda r: r["mean_vs_pas_pct"]) if ok else max(rows, key=lambda r: r["anchor"])
@@ -164,6 +166,8 @@ def parse(argv: Sequence[str] | None) -> GeneralistArgs:
     for name in ("total_timesteps", "oracle_farms"):
         if getattr(a, name) < 0:
             p.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(a, name)}")
+    if not a.anchor >= 0.0:
+        p.error(f"--anchor: must be >= 0, got {a.anchor}")
     if a.oracle_family not in ("sampler", "mixed"):
         p.error(f"--oracle-family: 'sampler' or 'mixed', got {a.oracle_family!r}")
     if not 0.0 <= a.select_min_share <= 1.0:
@@ -183,8 +187,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0, c0 = time.time(), time.process_time()
-    if not a.anchor >= 0.0:
-        raise SystemExit(f"--anchor: must be >= 0, got {a.anchor}")
     gcfg = GeneralistConfig(seed=a.seed, torch_threads=a.torch_threads, anchor=a.anchor,
                             clone_farms=0 if a.anchor > 0 else 32)  # fmt: skip
     trainer = GeneralistTrainer(gcfg)

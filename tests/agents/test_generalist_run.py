@@ -93,3 +93,9 @@ def test_bad_selection_options_exit_2(capsys) -> None:
             generalist_run.parse(bad)
         assert e.value.code == 2
     assert "--select-min-share: must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_a_negative_anchor_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        generalist_run.parse(["--anchor", "-1"])
+    assert e.value.code == 2 and "--anchor: must be >= 0" in capsys.readouterr().err
