@@ -34,7 +34,13 @@ from baselines.optimum import OptimalPolicy
 from envs.farm_sampler import sample_farm
 from envs.scenarios import random_farm
 
-__all__ = ["RANDOM_FARM_TRAIN_SEEDS", "distill_optimum", "oracle_dataset"]
+__all__ = ["ORACLE_FAMILIES", "ORACLE_MAX_STATES", "RANDOM_FARM_TRAIN_SEEDS", "distill_optimum",
+           "oracle_dataset"]  # fmt: skip
+
+#: the largest aggregated chain the distillation solves (policy iteration): the labelled region
+ORACLE_MAX_STATES = 5_000
+#: where the distilled farms come from (``family``)
+ORACLE_FAMILIES = ("sampler", "mixed")
 
 #: seeds of ``random_farm`` that training may use (``family="mixed"``)
 RANDOM_FARM_TRAIN_SEEDS = range(1_000_000, 2_000_000)
@@ -46,7 +52,7 @@ def oracle_dataset(
     steps: int = 256,
     n_envs: int = 8,
     explore: float = 0.2,
-    max_states: int = 5_000,
+    max_states: int = ORACLE_MAX_STATES,
     family: str = "sampler",
 ) -> dict[str, Any]:
     """States and optimal token actions on ``n_farms`` farms with a reachable optimum.
@@ -60,8 +66,8 @@ def oracle_dataset(
     :data:`RANDOM_FARM_TRAIN_SEEDS`, far from the seeds 0-99 that experiment 1 and the zero-shot
     evaluation use and from the user-farm seeds of docs/training.md).
     """
-    if family not in ("sampler", "mixed"):
-        raise ValueError(f"family: 'sampler' or 'mixed', got {family!r}")
+    if family not in ORACLE_FAMILIES:
+        raise ValueError(f"family: one of {ORACLE_FAMILIES}, got {family!r}")
     if n_farms < 1 or steps < 1 or n_envs < 1 or not 0.0 <= explore < 1.0:
         raise ValueError(
             "oracle_dataset: n_farms, steps, n_envs must be >= 1 and explore in [0, 1), got "

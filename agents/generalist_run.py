@@ -27,21 +27,15 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer
-from agents.generalist_oracle import distill_optimum
-from agents.token_policy import TokenPolicyNet
-from baselines.pas import PASPolicy
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from evaluation.exact import exact_solvable
-from evaluation.measure import exact_efficiency
+from agents.generalist_oracle import ORACLE_FAMILIES, distill_optimum
+from agents.generalist_select import select_anchor, validate, validation_farms, with_anchor
 
-__all__ = ["GeneralistArgs", "build_parser", "main", "validation_farms"]
+__all__ = ["GeneralistArgs", "build_parser", "load_weights", "main"]
 
 
 @dataclass
@@ -65,70 +59,18 @@ class GeneralistArgs:
     select_min_share: float = 0.95  # ... the anchor must keep this share of them >= PAS
 
 
-def validation_farms(n: int, max_states: int = 5_000) -> list[Any]:
-    """The first ``n`` held-out draws whose per-server chain is small enough to solve exactly
-    (a few milliseconds each), the validation set of every run."""
-    out, seed = [], HELD_OUT_SEEDS.start
-    while len(out) < n:
-        config = sample_farm(seed)
-        if config.job_size.is_exponential and exact_solvable(config, max_states):
-            out.append(config)
-        seed += 1
-    return out
-
-
 def load_weights(trainer: GeneralistTrainer, path: str | Path) -> None:
     """Start ``trainer`` from the weights of a saved generalist (its own anchor is kept)."""
     net, _ = GeneralistPolicy.load_net(path)
-    mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k != "anchor"}
-    theirs = {k: v for k, v in asdict(net.cfg).items() if k != "anchor"}
+    skip = ("anchor",)  # a decision-time prior, not a weight
+    mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k not in skip}
+    theirs = {k: v for k, v in asdict(net.cfg).items() if k not in skip}
     if mine != theirs:
         raise ValueError(
             f"init_model: {path} has network sizes {theirs}, the run's are {mine}; start from a "
             "model of the same sizes"
         )
     trainer.net.load_state_dict(net.state_dict())
-
-
-def with_anchor(net: TokenPolicyNet, anchor: float) -> TokenPolicyNet:
-    """The same weights under another PAS anchor (a prior added at decision time)."""
-    out = TokenPolicyNet(replace(net.cfg, anchor=float(anchor)))
-    out.load_state_dict(net.state_dict())
-    return out.eval()
-
-
-def select_anchor(
-    trainer: GeneralistTrainer, farms: Sequence[Any], anchors: Sequence[float], min_share: float
-) -> tuple[float, list[dict[str, float]]]:
-    """The anchor with the highest mean validation gain over PAS among those that keep at least
-    ``min_share`` of ``farms`` at PAS's efficiency or above (the largest anchor if none does):
-    a larger anchor deviates from PAS only where the network is more confident, so it trades
-    mean gain for safety; this picks the point of that trade-off on held-out farms."""
-    rows = []
-    net = trainer.net
-    try:  # validate() measures trainer.net: lend it each anchored copy, then restore it
-        for a in anchors:
-            trainer.net = with_anchor(net, a)
-            rows.append({"anchor": float(a), **validate(trainer, farms)})
-    finally:
-        trainer.net = net
-    ok = [r for r in rows if r["share_at_least_pas"] >= min_share - 1e-12]
-    pick = (
-        max(ok, key=lambda r: r["mean_vs_pas_pct"]) if ok else max(rows, key=lambda r: r["anchor"])
-    )
-    return pick["anchor"], rows
-
-
-def validate(trainer: GeneralistTrainer, farms: Sequence[Any]) -> dict[str, float]:
-    """Exact efficiency against PAS on each validation farm: mean and worst relative gain (%)."""
-    gains = []
-    for config in farms:
-        gen = exact_efficiency(trainer.policy(config, "server"), config, "server")
-        pas = exact_efficiency(PASPolicy(config), config, "server")
-        gains.append(100.0 * (gen.efficiency - pas.efficiency) / pas.efficiency)
-    g = np.array(gains)
-    return {"mean_vs_pas_pct": float(g.mean()), "worst_vs_pas_pct": float(g.min()),
-            "share_at_least_pas": float(np.mean(g >= -1e-7))}  # fmt: skip
 
 
 def plot_curve(points: Sequence[dict[str, float]], path: Path) -> None:
@@ -168,16 +110,17 @@ def parse(argv: Sequence[str] | None) -> GeneralistArgs:
             p.error(f"--{name.replace('_', '-')}: must be >= 0, got {getattr(a, name)}")
     if not a.anchor >= 0.0:
         p.error(f"--anchor: must be >= 0, got {a.anchor}")
-    if a.oracle_family not in ("sampler", "mixed"):
-        p.error(f"--oracle-family: 'sampler' or 'mixed', got {a.oracle_family!r}")
+    if a.oracle_family not in ORACLE_FAMILIES:
+        p.error(f"--oracle-family: one of {ORACLE_FAMILIES}, got {a.oracle_family!r}")
     if not 0.0 <= a.select_min_share <= 1.0:
         p.error(f"--select-min-share: must be in [0, 1], got {a.select_min_share}")
+    text = a.select_anchors
     try:
-        bad = [x for x in a.select_anchors.split(",") if a.select_anchors and float(x) < 0]
+        bad = [x for x in text.split(",") if text and not 0 <= float(x) < float("inf")]
     except ValueError:
-        bad = [a.select_anchors]
+        bad = [text]
     if bad:
-        p.error(f"--select-anchors: comma-separated numbers >= 0, got {a.select_anchors!r}")
+        p.error(f"--select-anchors: comma-separated finite numbers >= 0, got {text!r}")
     return a
 
 

@@ -110,8 +110,10 @@ POLICIES: _Registry = _Registry(
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
         # the shipped farm-agnostic network (agents/models/generalist.pt), any farm up to 8
-        # groups and buffers of 8
-        "generalist": PolicyEntry("agents.generalist:GeneralistPolicy"),
+        # groups and buffers of 8: checked against PAS on the farm when built (the guard), and
+        # the network alone
+        "generalist": PolicyEntry("agents.generalist_guard:GuardedGeneralistPolicy"),
+        "generalist-raw": PolicyEntry("agents.generalist:GeneralistPolicy"),
     }
 )
 
