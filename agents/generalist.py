@@ -47,7 +47,16 @@ from envs.observation import hist_offsets
 from envs.tokens import TokenEncoding
 from envs.vector import ServerFarmVectorEnv
 
-__all__ = ["SHIPPED_MODEL", "GeneralistConfig", "GeneralistPolicy", "GeneralistTrainer"]
+#: the columns :meth:`GeneralistTrainer.label_states` fills (tokens, token mask, label)
+LABEL_COLUMNS = ("groups", "group_mask", "job", "masks", "target")
+
+__all__ = [
+    "LABEL_COLUMNS",
+    "SHIPPED_MODEL",
+    "GeneralistConfig",
+    "GeneralistPolicy",
+    "GeneralistTrainer",
+]
 
 #: the model shipped with the package (``make_policy("generalist", config)`` loads it)
 SHIPPED_MODEL = Path(__file__).with_name("models") / "generalist.pt"
@@ -325,44 +334,87 @@ class GeneralistTrainer:
         """Fit the network to PAS's group-mode decisions on ``clone_farms`` new farms
         (cross-entropy with label smoothing, so the start keeps some entropy for PPO)."""
         cfg = self.cfg
-        X: dict[str, list[np.ndarray]] = {"groups": [], "group_mask": [], "job": []}
-        M, Y = [], []
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in LABEL_COLUMNS}
         for _ in range(cfg.clone_farms):
             f = self._draw_farm(cfg.envs_per_farm)
-            pas = make_policy("pas", f.config, "group")
-            for _ in range(cfg.clone_steps):
-                m = f.venv.action_masks()
-                a, _ = pas.predict(f.obs, action_masks=m)
-                for k, v in f.encoding.encode(f.obs).items():
-                    X[k].append(v)
-                M.append(f.encoding.masks(m))
-                Y.append(f.encoding.from_group_actions(np.asarray(a, dtype=np.int64)))
-                f.obs = f.venv.step(np.asarray(a, dtype=np.int64))[0]
+            self.label_states(f, make_policy("pas", f.config, "group"), cfg.clone_steps, cols)
             f.venv.close()
-        data = {k: torch.as_tensor(np.concatenate(v)) for k, v in X.items()}
-        masks = torch.as_tensor(np.concatenate(M))
-        target = torch.as_tensor(np.concatenate(Y))
+        data = {k: torch.as_tensor(np.concatenate(v)) for k, v in cols.items()}
+        acc = self.fit_labels(data, cfg.clone_epochs, smoothing=cfg.clone_smoothing)
+        return {"accuracy": acc, "samples": len(data["target"])}
+
+    # ---- supervised fits (PAS cloning, optimum distillation) -----------------------------------
+    def label_states(
+        self,
+        farm: _Farm,
+        teacher: Any,
+        steps: int,
+        cols: dict[str, list[np.ndarray]],
+        explore: float = 0.0,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        """Run ``farm`` for ``steps`` decisions under ``teacher`` (a group-mode policy) and append
+        every state's tokens, token mask and the teacher's token action to ``cols``
+        (:data:`LABEL_COLUMNS`). With ``rng``, a share ``explore`` of the envs takes a uniformly
+        random valid action instead at each step (the labels stay the teacher's), so states
+        beside the teacher's own path are labelled too."""
+        n = farm.venv.num_envs
+        for _ in range(steps):
+            m = farm.venv.action_masks()
+            a, _ = teacher.predict(farm.obs, action_masks=m)
+            act = np.asarray(a, dtype=np.int64).copy()
+            for k, v in farm.encoding.encode(farm.obs).items():
+                cols[k].append(v)
+            cols["masks"].append(farm.encoding.masks(m))
+            cols["target"].append(farm.encoding.from_group_actions(act))
+            if rng is not None:
+                wild = rng.random(n) < explore
+                for i in np.flatnonzero(wild & m.any(axis=1)):
+                    act[i] = rng.choice(np.flatnonzero(m[i]))
+            farm.obs = farm.venv.step(act)[0]
+
+    def fit_labels(
+        self,
+        data: dict[str, torch.Tensor],
+        epochs: int,
+        smoothing: float = 0.0,
+        clip: float | None = None,
+    ) -> float:
+        """Cross-entropy of the (anchored, masked) logits against ``data["target"]`` for
+        ``epochs`` passes in minibatches of ``batch_size``; ``smoothing`` spreads that share of
+        the target over the valid actions (masked ones stay impossible); ``clip``: gradient norm
+        clipping. Returns the final accuracy (argmax = target)."""
+        net, opt, bs = self.net, self.optimizer, self.cfg.batch_size
+        X = [data[k] for k in ("groups", "group_mask", "job", "masks")]
+        target = data["target"]
         n = len(target)
-        for _ in range(cfg.clone_epochs):
+        net.train()
+        for _ in range(epochs):
             perm = torch.randperm(n, generator=self._gen)
-            for lo in range(0, n, cfg.batch_size):
-                idx = perm[lo : lo + cfg.batch_size]
-                logits, _ = self.net(
-                    data["groups"][idx], data["group_mask"][idx], data["job"][idx], masks[idx]
-                )
-                lg = masked_logits(logits, masks[idx])
-                # smoothing spread over the valid actions only (masked ones stay impossible)
-                valid = masks[idx].float()
-                soft = cfg.clone_smoothing * valid / valid.sum(-1, keepdim=True)
-                soft = soft + (1 - cfg.clone_smoothing) * F.one_hot(target[idx], lg.shape[-1])
-                loss = -(soft * torch.log_softmax(lg, -1)).sum(-1).mean()
-                self.optimizer.zero_grad(set_to_none=True)
+            for lo in range(0, n, bs):
+                idx = perm[lo : lo + bs]
+                logits, _ = net(*(x[idx] for x in X))
+                lg = masked_logits(logits, X[3][idx])
+                if smoothing > 0:
+                    valid = X[3][idx].float()
+                    soft = smoothing * valid / valid.sum(-1, keepdim=True)
+                    soft = soft + (1 - smoothing) * F.one_hot(target[idx], lg.shape[-1])
+                    loss = -(soft * torch.log_softmax(lg, -1)).sum(-1).mean()
+                else:
+                    loss = F.cross_entropy(lg, target[idx])
+                opt.zero_grad(set_to_none=True)
                 loss.backward()
-                self.optimizer.step()
+                if clip is not None:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+                opt.step()
+        net.eval()
+        hits = 0
         with torch.no_grad():
-            logits, _ = self.net(data["groups"], data["group_mask"], data["job"], masks)
-            acc = float((masked_logits(logits, masks).argmax(-1) == target).float().mean())
-        return {"accuracy": acc, "samples": n}
+            for lo in range(0, n, 8192):
+                logits, _ = net(*(x[lo : lo + 8192] for x in X))
+                pick = masked_logits(logits, X[3][lo : lo + 8192]).argmax(-1)
+                hits += int((pick == target[lo : lo + 8192]).sum())
+        return hits / max(n, 1)
 
     # ---- PPO ------------------------------------------------------------------------------------
     def _rollout(self) -> dict[str, Any]:

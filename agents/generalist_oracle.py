@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.generalist import GeneralistTrainer
-from agents.lean_ppo import masked_logits
+from agents.generalist import LABEL_COLUMNS, GeneralistTrainer
 from agents.token_policy import pas_anchor
 from baselines.optimum import OptimalPolicy
 from envs.farm_sampler import sample_farm
@@ -74,8 +73,7 @@ def oracle_dataset(
             f"{n_farms}, {steps}, {n_envs}, {explore}"
         )
     rng = np.random.default_rng(trainer.cfg.seed + 7)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("groups", "group_mask", "job", "masks",
-                                                         "target")}  # fmt: skip
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in LABEL_COLUMNS}
     names, tried = [], 0
     while len(names) < n_farms:
         tried += 1
@@ -98,20 +96,7 @@ def oracle_dataset(
         except ValueError:  # too large for the solver: no labels on this farm
             continue
         farm = trainer._draw_farm_for(config, n_envs, seed)
-        for _ in range(steps):
-            m = farm.venv.action_masks()
-            a_opt, _ = opt.predict(farm.obs, action_masks=m)
-            tok = farm.encoding.encode(farm.obs)
-            tm = farm.encoding.masks(m)
-            for k in ("groups", "group_mask", "job"):
-                cols[k].append(tok[k])
-            cols["masks"].append(tm)
-            cols["target"].append(farm.encoding.from_group_actions(np.asarray(a_opt)))
-            act = np.asarray(a_opt, dtype=np.int64).copy()
-            wild = rng.random(n_envs) < explore
-            for i in np.flatnonzero(wild & m.any(axis=1)):
-                act[i] = rng.choice(np.flatnonzero(m[i]))
-            farm.obs = farm.venv.step(act)[0]
+        trainer.label_states(farm, opt, steps, cols, explore=explore, rng=rng)
         farm.venv.close()
         names.append(config.name)
     data = {k: np.concatenate(v) for k, v in cols.items()}
@@ -135,30 +120,11 @@ def distill_optimum(
     data = oracle_dataset(trainer, n_farms, steps=steps, n_envs=trainer.cfg.envs_per_farm,
                           explore=explore, family=family)  # fmt: skip
     t1 = time.process_time()
-    x = {k: torch.as_tensor(data[k]) for k in ("groups", "group_mask", "job", "masks", "target")}
-    valid = x["masks"].any(-1)
+    x = {k: torch.as_tensor(data[k]) for k in LABEL_COLUMNS}
+    valid = x["masks"].any(-1)  # blocking states carry no decision
     x = {k: v[valid] for k, v in x.items()}
-    n, net, opt = len(x["target"]), trainer.net, trainer.optimizer
-    net.train()
-    for _ in range(epochs):
-        perm = torch.randperm(n, generator=trainer._gen)
-        for lo in range(0, n, trainer.cfg.batch_size):
-            idx = perm[lo : lo + trainer.cfg.batch_size]
-            logits, _ = net(x["groups"][idx], x["group_mask"][idx], x["job"][idx], x["masks"][idx])
-            loss = torch.nn.functional.cross_entropy(
-                masked_logits(logits, x["masks"][idx]), x["target"][idx]
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), trainer.cfg.max_grad_norm)
-            opt.step()
-    net.eval()
-    with torch.no_grad():
-        hits = 0
-        for lo in range(0, n, 8192):
-            sl = slice(lo, lo + 8192)
-            logits, _ = net(x["groups"][sl], x["group_mask"][sl], x["job"][sl], x["masks"][sl])
-            hits += int((masked_logits(logits, x["masks"][sl]).argmax(-1) == x["target"][sl]).sum())
+    n = len(x["target"])
+    acc = trainer.fit_labels(x, epochs, clip=trainer.cfg.max_grad_norm)
     return {"samples": n, "farms": len(data["farms"]), "draws": data["tried"],
-            "label_is_pas": data["agrees_with_pas"], "accuracy": hits / max(n, 1),
+            "label_is_pas": data["agrees_with_pas"], "accuracy": acc,
             "data_cpu_s": t1 - t0, "fit_cpu_s": time.process_time() - t1}  # fmt: skip
