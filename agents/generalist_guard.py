@@ -13,15 +13,16 @@ its simulator, so the policy measures what its deviations are worth there before
   candidate's stationary efficiency, and the best one is kept (PAS when none beats it);
 * **by paired simulation** otherwise (``evaluation.vector_eval``, group mode, ``replications``
   replications with common random numbers, seeds from ``GUARD_SEED`` on, never the seeds
-  evaluations use): a candidate is eligible only if the lower end of the 95% interval of its
+  evaluations use; 10 mean job durations under the policy before 2 are measured, so that what
+  is measured is the policy's long-run regime, not the transient after PAS's): a candidate is eligible only if the lower end of the 95% interval of its
   paired gain over PAS is above 0, and the eligible one with the highest mean gain is kept; none
   eligible: PAS.
 
 No weight changes: this chooses one scalar (the anchor) or PAS, per farm, from the farm's own
 simulator (as ``best-priority`` searches its table against the simulator). The raw network is
 ``make_policy("generalist-raw", config)``; ``guard_report`` says what was measured and chosen.
-Cost: exact, a few ms per candidate; simulated (7 mean job durations per replication), about
-5 CPU-s per candidate on a 100-server farm, 90 on 10,000 servers.
+Cost: exact, a few ms per candidate; simulated (12 mean job durations per replication), about
+5 CPU-s per candidate on a 100-server farm, 150 on 10,000 servers.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from envs.config import FarmConfig
 from evaluation.exact import exact_solvable
 from evaluation.measure import exact_efficiency
 from evaluation.stats import mean_ci
-from evaluation.vector_eval import vector_efficiency
+from evaluation.vector_eval import default_policy_warmup, vector_efficiency
 
 __all__ = ["GUARD_SEED", "GuardedGeneralistPolicy"]
 
@@ -118,10 +119,12 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
     def _simulated_gains(self, nets: dict[float, Any], replications: int) -> list[dict[str, Any]]:
         c = self.config
         per = c.epochs_per_duration
-        # the policy's own stationary regime first (5 mean job durations from PAS's: a shorter
-        # warm-up measured a transient, +14% on large-10k), then 2 durations (>= 4,000 epochs)
+        # the policy's own stationary regime first, as long as evaluations wait for it (10 mean
+        # job durations, evaluation.vector_eval): with 2 durations the guard measured the
+        # transient after PAS's regime (large-10k: +14% for a network that is 0.5% below PAS in
+        # the long run); then 2 durations (>= 4,000 epochs) measured
         kw = {"replications": replications, "seed": GUARD_SEED,
-              "policy_warmup": max(math.ceil(5 * per), 1_000),
+              "policy_warmup": default_policy_warmup(c),
               "n_epochs": max(math.ceil(2 * per), 4_000)}  # fmt: skip
         pas = vector_efficiency(PASPolicy(c, "group"), c, "group", **kw).per_replication
         L, G = self.encoding.max_levels, self.encoding.max_groups
