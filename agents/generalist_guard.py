@@ -22,7 +22,8 @@ No weight changes: this chooses one scalar (the anchor) or PAS, per farm, from t
 simulator (as ``best-priority`` searches its table against the simulator). The raw network is
 ``make_policy("generalist-raw", config)``; ``guard_report`` says what was measured and chosen.
 Cost: exact, a few ms per candidate; simulated (12 mean job durations per replication), about
-5 CPU-s per candidate on a 100-server farm, 150 on 10,000 servers.
+10 CPU-s in all on a 100-server farm, several CPU minutes on 10,000 servers (with one torch
+thread; more threads than cores make it many times slower).
 """
 
 from __future__ import annotations
