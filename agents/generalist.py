@@ -385,8 +385,8 @@ class GeneralistTrainer:
         the target over the valid actions (masked ones stay impossible); ``clip``: gradient norm
         clipping. Returns the final accuracy (argmax = target)."""
         net, opt, bs = self.net, self.optimizer, self.cfg.batch_size
-        X = [data[k] for k in ("groups", "group_mask", "job", "masks")]
-        target = data["target"]
+        X = [data[k] for k in ("groups", "group_mask", "job", "masks")]  # the net's inputs
+        masks, target = data["masks"], data["target"]
         n = len(target)
         net.train()
         for _ in range(epochs):
@@ -394,9 +394,9 @@ class GeneralistTrainer:
             for lo in range(0, n, bs):
                 idx = perm[lo : lo + bs]
                 logits, _ = net(*(x[idx] for x in X))
-                lg = masked_logits(logits, X[3][idx])
+                lg = masked_logits(logits, masks[idx])
                 if smoothing > 0:
-                    valid = X[3][idx].float()
+                    valid = masks[idx].float()
                     soft = smoothing * valid / valid.sum(-1, keepdim=True)
                     soft = soft + (1 - smoothing) * F.one_hot(target[idx], lg.shape[-1])
                     loss = -(soft * torch.log_softmax(lg, -1)).sum(-1).mean()
@@ -412,7 +412,7 @@ class GeneralistTrainer:
         with torch.no_grad():
             for lo in range(0, n, 8192):
                 logits, _ = net(*(x[lo : lo + 8192] for x in X))
-                pick = masked_logits(logits, X[3][lo : lo + 8192]).argmax(-1)
+                pick = masked_logits(logits, masks[lo : lo + 8192]).argmax(-1)
                 hits += int((pick == target[lo : lo + 8192]).sum())
         return hits / max(n, 1)
 

@@ -87,9 +87,9 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
         self._pas_only: PASPolicy | None = None  # the network acts while it is checked
         base = self.net
         exact = exact_solvable(config)
-        # a network without an anchor has one candidate: itself
+        # keyed by the anchor: a network without one (anchor 0) has a single candidate, itself
         nets = {round(f * base.cfg.anchor, 9): with_anchor(base, f * base.cfg.anchor)
-                for f in (factors if exact else sim_factors)} if base.cfg.anchor > 0 else {0.0: base}  # fmt: skip
+                for f in (factors if exact else sim_factors)}  # fmt: skip
         if exact:
             rows, method = self._exact_gains(nets), "exact"
         else:
@@ -129,12 +129,12 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
               "n_epochs": max(math.ceil(2 * per), 4_000)}  # fmt: skip
         pas = vector_efficiency(PASPolicy(c, "group"), c, "group", **kw).per_replication
         L, G = self.encoding.max_levels, self.encoding.max_groups
+        scale = 100.0 / float(np.mean(pas))  # a difference in % of PAS's efficiency
         rows = []
         for anchor, net in nets.items():
             gen = GeneralistPolicy(c, "group", net=net, max_groups=G, max_levels=L)
             d = vector_efficiency(gen, c, "group", **kw).per_replication - pas
             mean, half = mean_ci(d, 0.95)
-            scale = 100.0 / float(np.mean(pas))
             rows.append({"anchor": anchor, "gain_pct": mean * scale, "ci95_pct": half * scale,
                          "eligible": mean - half > 0.0})  # fmt: skip
         return rows

@@ -62,9 +62,8 @@ class GeneralistArgs:
 def load_weights(trainer: GeneralistTrainer, path: str | Path) -> None:
     """Start ``trainer`` from the weights of a saved generalist (its own anchor is kept)."""
     net, _ = GeneralistPolicy.load_net(path)
-    skip = ("anchor",)  # a decision-time prior, not a weight
-    mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k not in skip}
-    theirs = {k: v for k, v in asdict(net.cfg).items() if k not in skip}
+    mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k != "anchor"}
+    theirs = {k: v for k, v in asdict(net.cfg).items() if k != "anchor"}
     if mine != theirs:
         raise ValueError(
             f"init_model: {path} has network sizes {theirs}, the run's are {mine}; start from a "

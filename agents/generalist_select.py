@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -58,16 +57,6 @@ def validate(trainer: GeneralistTrainer, farms: Sequence[FarmConfig]) -> dict[st
             "share_at_least_pas": float(np.mean(g >= -1e-7))}  # fmt: skip
 
 
-def _pick(rows: list[dict[str, Any]], key: str, min_share: float) -> float:
-    """The candidate ``key`` of the rule in the module docstring (larger = more conservative)."""
-    ok = [r for r in rows if r["share_at_least_pas"] >= min_share - 1e-12]
-    if not ok:
-        return float(max(r[key] for r in rows))
-    # ties (e.g. candidates that never deviate) go to the more conservative one
-    best = max(ok, key=lambda r: (round(r["mean_vs_pas_pct"], 9), r[key]))
-    return float(best[key])
-
-
 def select_anchor(
     trainer: GeneralistTrainer,
     farms: Sequence[FarmConfig],
@@ -86,4 +75,8 @@ def select_anchor(
             rows.append({"anchor": float(a), **validate(trainer, farms)})
     finally:
         trainer.net = net
-    return _pick(rows, "anchor", min_share), rows
+    ok = [r for r in rows if r["share_at_least_pas"] >= min_share - 1e-12]
+    if not ok:
+        return max(r["anchor"] for r in rows), rows
+    # ties (e.g. anchors that never deviate on these farms) go to the larger, safer anchor
+    return max(ok, key=lambda r: (round(r["mean_vs_pas_pct"], 9), r["anchor"]))["anchor"], rows

@@ -62,14 +62,15 @@ FULL = {"n_farms": 100, "presets": PRESETS, "epochs": 20_000, "replications": 16
 QUICK = {"n_farms": 4, "presets": ("tiny",), "epochs": 2_000, "replications": 4}
 
 
-def _guarded(config: FarmConfig, mode: str, model: str) -> GuardedGeneralistPolicy:
-    # one torch thread per task: the batches are small (16 rows), and two processes with
-    # torch's default threads each on this 2-core machine ran 10x slower (16 ms a step)
+def _one_torch_thread() -> None:
+    """Called first by each task (tasks may run in spawned workers): the batches are small
+    (16 rows), and two processes with torch's default threads each on a 2-core machine ran 10x
+    slower (16 ms a step instead of 1.3)."""
     torch.set_num_threads(1)
-    return GuardedGeneralistPolicy(config, mode, model=model)
 
 
 def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
+    _one_torch_thread()
     seed, model = task
     config = random_farm(seed)
     row: dict[str, Any] = {"kind": "random", "farm": config.name, "n_servers": config.n_servers}
@@ -79,7 +80,7 @@ def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
     pas = exact_efficiency(PASPolicy(config), config, "server").efficiency
     opt = float(sol.value)
     row |= {"optimum": opt, "pas": pas, "pas_gap_pct": shortfall_pct(pas, opt)}
-    guarded = _guarded(config, "server", model)
+    guarded = GuardedGeneralistPolicy(config, "server", model=model)
     for who, policy in (("raw", GeneralistPolicy(config, "server", model=model)),
                         ("generalist", guarded)):  # fmt: skip
         eff = exact_efficiency(policy, config, "server").efficiency
@@ -109,11 +110,12 @@ def preset_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
     """Raw network and guarded generalist against PAS on one farm (server mode up to 1,000
     servers, group mode beyond: the 10,000-server observation costs 10 ms a step in server mode;
     both policies in the same mode)."""
+    _one_torch_thread()
     config, model, st = task
     mode = "server" if config.n_servers <= 1_000 else "group"
     row: dict[str, Any] = {"kind": "preset", "farm": config.name, "n_servers": config.n_servers,
                            "n_groups": config.n_groups, "mode": mode}  # fmt: skip
-    guarded = _guarded(config, mode, model)
+    guarded = GuardedGeneralistPolicy(config, mode, model=model)
     row["guard"] = guarded.guard_report["chosen"]
     policies = {"raw": GeneralistPolicy(config, mode, model=model), "generalist": guarded}
     if exact_solvable(config):
