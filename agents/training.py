@@ -46,6 +46,7 @@ from agents.selection import (
     estimate_as_dict,
     estimate_from_dict,
 )
+from baselines.best_priority import BestPriorityPolicy
 from baselines.priority import PriorityPolicy
 from baselines.registry import make_policy
 from envs.config import FarmConfig
@@ -252,7 +253,12 @@ def _strongest_start(
     PAS, and the kept model never falls below the start. The table searched on a twin is
     measured on the farm itself (the same groups and levels)."""
     names = ["best-priority", "pas"] + (["pas-price"] if a.objective == "cost" else [])
-    teachers = {n: trainer.teacher(n) for n in names}
+    teachers = {n: trainer.teacher(n) for n in names if n != "best-priority"}
+    # the table is searched on the objective the run measures (a table searched on energy
+    # measured -1.8% in cost against PAS on geo-us-eu, one searched on cost +2.4%)
+    teachers["best-priority"] = trainer.teacher(
+        BestPriorityPolicy(trainer.config, trainer.cfg.action_mode, search_objective=a.objective)
+    )
     pas_est, scores = evaluator.pas, {}
     for n, t in teachers.items():
         if n == "pas":
