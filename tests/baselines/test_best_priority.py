@@ -12,6 +12,7 @@ import pytest
 from baselines.best_priority import (
     BestPriorityPolicy,
     SearchSettings,
+    _window,
     group_order_table,
     search_best_table,
     table_evaluator,
@@ -22,6 +23,7 @@ from baselines.registry import check_policy_name, make_policy
 from baselines.whittle import initial_eta, whittle_table
 from envs.config import farm_from_dict
 from envs.scenarios import load_preset
+from envs.simulator import FarmSimulator
 from tests.helpers import (
     REFERENCE,
     batch_run,
@@ -123,7 +125,8 @@ def test_group_order_table_checks_the_permutation():
 @pytest.mark.parametrize(
     ("field", "value"),
     [("budget", 0), ("n_epochs", -5), ("exhaustive_max_groups", 1.5), ("horizon_durations", 0.0),
-     ("seed", "x"), ("exact_max_states", True), ("refine_levels", 1), ("reserve_levels", 0), ("per_type", "yes")],
+     ("seed", "x"), ("exact_max_states", True), ("refine_levels", 1), ("reserve_levels", 0), ("per_type", "yes"),
+     ("objective", "money")],
 )  # fmt: skip
 def test_settings_are_checked(field, value):
     with pytest.raises(ValueError, match=field):
@@ -171,6 +174,26 @@ def test_time_varying_and_general_sizes_are_simulated():
     cfg = farm_from_dict(d)
     r = search_best_table(cfg, SearchSettings(**FAST))
     assert r.method == "simulated"
+    assert r.value >= r.reference_values["pas"]
+    # a static table serves every interval: the window holds at least one cycle's arrivals
+    cycle = float(cfg.arrival_rates.sum()) * cfg.interval_length
+    assert r.window[1] >= cycle
+
+
+def test_cost_objective_measures_jobs_per_unit_of_cost():
+    """objective="cost": always simulated (the CTMC is of energy), and the measure is the
+    simulator's cost efficiency on the same common-random-number path."""
+    d = load_preset("tiny").to_dict()
+    d["groups"][0]["price"] = 2.0  # the efficient group's energy costs twice the other's
+    cfg = farm_from_dict(d)
+    s = SearchSettings(**FAST, objective="cost")
+    evaluate, method = table_evaluator(cfg, s)
+    assert method == "simulated"
+    warmup, horizon = _window(cfg, s)
+    sim = FarmSimulator(cfg, seed=s.seed)
+    sim.run(warmup, "priority", pas_table(cfg))
+    assert evaluate(pas_table(cfg)) == sim.run(horizon, "priority", pas_table(cfg)).cost_efficiency
+    r = search_best_table(cfg, s)
     assert r.value >= r.reference_values["pas"]
 
 
