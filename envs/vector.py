@@ -246,6 +246,19 @@ class ServerFarmVectorEnv(VectorEnv):
         infos.update(self._every)  # the "_key" arrays: one read-only all-True array
         return infos
 
+    def set_warmup(self, epochs: Sequence[int]) -> None:
+        """Per-env warm-up lengths (decision epochs from the empty farm under ``warmup_policy``)
+        for the next reset. Staggered over a time-varying schedule's cycle, they start the envs
+        at different times of the day: a continuing run whose envs all start at time 0 learns
+        only from the first hours of the day."""
+        w = np.asarray(epochs)
+        if w.shape != (self.num_envs,) or not np.issubdtype(w.dtype, np.integer) or (w < 0).any():
+            raise ValueError(
+                f"epochs: expected {self.num_envs} non-negative integers (one per env), got {epochs!r}"
+            )
+        self._eib[:, kn.E_WARMUP] = w
+        self._needs_reset = True
+
     def action_masks(self) -> np.ndarray:
         """``bool[num_envs, n_actions]``: valid actions of each env at its current epoch."""
         return self._mask.copy()

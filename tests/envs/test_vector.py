@@ -285,3 +285,21 @@ def test_pickled_or_copied_vector_env_continues_exactly(mode: str, how: str) -> 
         np.testing.assert_array_equal(r1, r2)
         np.testing.assert_array_equal(t1, t2)
     assert [s.stats().efficiency for s in venv.sims] == [s.stats().efficiency for s in twin.sims]
+
+
+def test_set_warmup_starts_each_env_after_its_own_warmup() -> None:
+    """Per-env warm-ups (staggered over a day: the trainer does this on time-varying farms) put
+    each env at its own time after the reset; env e with the same seed as a single env with the
+    same warm-up is at the same clock. Bad lengths are refused by name."""
+    venv = ServerFarmVectorEnv(3, "geo-us-eu", action_mode="group", warmup_epochs=100)
+    venv.set_warmup([100, 50_000, 150_000])
+    venv.reset(seed=7)
+    times = [sim.time for sim in venv.sims]
+    assert times[0] < times[1] < times[2]
+    assert venv.sims[2].interval > 0  # 150,000 epochs of a 226,080-epoch day: past hour 0
+    single = ServerFarmVectorEnv(1, "geo-us-eu", action_mode="group", warmup_epochs=50_000)
+    single.reset(seed=8)  # env 1 of the seed-7 vector env has seed 8
+    assert single.sims[0].time == times[1]
+    for bad in ([1, 2], [0, -1, 5], [0.5, 1.0, 2.0]):
+        with pytest.raises(ValueError, match="epochs: expected 3 non-negative integers"):
+            venv.set_warmup(bad)
