@@ -173,8 +173,10 @@ def test_scaled_down_inverts_scaled():
         tiny.scaled_down(0)
 
 
-def test_init_is_pas_on_exact_farms_and_best_priority_on_simulated_ones():
-    assert derive_settings(load_scenario("tiny")).init == "pas"
+def test_init_is_best_priority_on_exact_and_simulated_farms():
+    st = derive_settings(load_scenario("tiny"))
+    assert st.init == "best-priority" and "exactly evaluated farm" in st.reasons["init"]
+    assert derive_settings(load_scenario("tiny"), rules=Rules(init="pas")).init == "pas"
     st = derive_settings(load_scenario("paper-100"))
     assert st.init == "best-priority" and "simulated farm" in st.reasons["init"]
     assert (

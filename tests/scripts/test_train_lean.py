@@ -67,11 +67,12 @@ def test_default_trainer_writes_the_run_directory(base_run):
         assert (out / name).exists(), name
     steps = [h["timesteps"] for h in read_evaluations(out / "evaluations.jsonl")]
     assert steps == [0, 128, 256, 384, 512]
-    # the PAS clone of step 0 is checkpointed too: a resume never clones again
+    # the start's clone (step 0) is checkpointed too: a resume never clones again
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [512, 256, 0]
     assert json.loads((out / "args.json").read_text())["trainer"] == "lean"
     side = read_sidecar(out / "best_model.zip")
-    assert side["trainer"] == "lean_ppo" and side["train_args"]["init"] == "pas"
+    assert side["trainer"] == "lean_ppo" and side["train_args"]["init"] == "best-priority"
+    assert (out / "start_model.zip").exists()
     agent = PPOAgent.load(out)  # the run directory loads its best model
     assert agent.config.name == "tiny" and agent.action_mode == "server"
     # server actions train a network tied over exchangeable servers (--server-network tied)
@@ -90,14 +91,17 @@ def test_report_prints_the_lines_ci_greps(base_run):
     assert any(line.startswith("  action_mode = server  (4 servers <= 5") for line in lines)
 
 
-def test_best_model_starts_at_the_pas_clone_and_is_the_best_measured(base_run):
-    """Exact evaluations: the step-0 model (the PAS clone) is the first best, and the kept model
-    is the best ever measured (replaced only by a strictly better one)."""
+def test_best_model_starts_at_the_clone_and_is_the_best_measured(base_run):
+    """Exact evaluations: the step-0 model (the clone of best-priority, the derived start) is the
+    first best, and the kept model is the best ever measured (replaced only by a strictly better
+    one)."""
+    from baselines.registry import make_policy
+
     out, summary, _ = base_run
     hist = read_evaluations(out / "evaluations.jsonl")
     assert hist[0]["replaced_best"] and hist[0]["method"] == "exact"
-    pas = summary["references"]["pas"]["efficiency"]
-    assert hist[0]["efficiency"] == pytest.approx(pas, rel=1e-3)  # a faithful clone
+    table = make_policy("best-priority", "tiny").search.value
+    assert hist[0]["efficiency"] == pytest.approx(table, rel=1e-3)  # a faithful clone
     best = best_sidecar(out)
     assert best["eval_efficiency"] == max(h["efficiency"] for h in hist)
     assert summary["best"]["efficiency"] == pytest.approx(best["eval_efficiency"], rel=1e-12)
@@ -358,3 +362,43 @@ def test_options_of_the_other_trainer_are_refused(capsys):
     assert "lean trainer" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--trainer", "tf"])) == 2
     assert "--trainer" in capsys.readouterr().err
+
+
+def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
+    """Simulated farms: when the kept model is not the start, both are measured again on the
+    final window with confirmation seeds and the higher one is the best model. Here a uniform
+    random policy plays the kept model against a PAS clone (the start), then the reverse."""
+    from types import SimpleNamespace
+
+    from agents.ppo import sidecar_path
+    from agents.training import START_MODEL, _confirm_against_start
+    from envs.scenarios import load_preset
+
+    runs = {}
+    for init in ("pas", "random"):
+        out = tmp_path / init
+        train.main([*FAST, "--scenario", "small-1", "--no-eval-exact", "--init", init,
+                    "--output-dir", str(out), "--total-timesteps", "128", "--eval-epochs", "300",
+                    "--eval-replications", "3", "--final-eval-epochs", "2000"])  # fmt: skip
+        runs[init] = out
+    out = runs["pas"]
+    a = SimpleNamespace(**json.loads((out / "args.json").read_text()))
+    cfg = load_preset("small-1")
+
+    def place(src: Path, dst: Path) -> None:
+        shutil.copyfile(src, dst)
+        shutil.copyfile(sidecar_path(src), sidecar_path(dst))
+
+    best = out / "best_model.zip"
+    place(runs["random"] / START_MODEL, best)
+    agent, steps, rec = _confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
+    assert agent.meta.get("timesteps") == 0
+    assert rec["kept"] == "start" and rec["kept_vs_start"]["diff"] < 0 and steps == 0
+    assert best.read_bytes() == (out / START_MODEL).read_bytes()
+    assert "keeping the start" in capsys.readouterr().out
+    # the reverse: best_model is now the PAS clone; make the start the random policy
+    place(runs["random"] / START_MODEL, out / START_MODEL)
+    before = best.read_bytes()
+    _, steps, rec = _confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
+    assert rec["kept"] == "best" and rec["kept_vs_start"]["diff"] > 0 and steps == 7
+    assert best.read_bytes() == before
