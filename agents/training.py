@@ -587,8 +587,8 @@ def _confirm_against_start(
         "kept_vs_start": kept_vs_start.as_dict(),
         "kept": "best" if kept_vs_start.diff >= 0 else "start",
     }
-    print(f"confirmation (final window, other seeds): the model of {best_steps:,} steps vs the "
-          f"start {kept_vs_start.describe()}; keeping the {record['kept']}")  # fmt: skip
+    print(f"confirmation (final window, other seeds): the model of {best_steps:,} steps "
+          f"{kept_vs_start.describe('the start')}; keeping the {record['kept']}")  # fmt: skip
     if kept_vs_start.diff >= 0:
         return best_agent, best_steps, record
     for src, dst in ((out / START_MODEL, best_path),

@@ -31,7 +31,7 @@ PRESETS: dict[str, str] = {
     "speed-scaling": "4 servers, one DVFS group with state-dependent rate/power",
     "pas-gap": "small random farm (seed 3) where PAS is 2.7% below the exact optimum",
     "paper-100": "100 servers, 5 groups, 4 job types, rho ~= 0.6",
-    "overlap-100": "100 servers, 2 job types sharing the efficient group; PAS ~10% below "
+    "overlap-100": "100 servers, 2 job types sharing the efficient group; PAS ~15% below "
     "best-priority",
     "large-10k": "paper-100 scaled x100: 10,000 servers",
 }
