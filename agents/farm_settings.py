@@ -292,7 +292,7 @@ def derive_settings(
     floor = math.ceil(rules.min_window_durations * epd)
     # a time-varying farm is measured over whole cycles of its schedule: a shorter window
     # compares policies on one part of the day only
-    cycle = config.n_intervals * config.interval_length * config.total_arrival_rate
+    cycle = config.cycle_arrivals
     if config.is_time_varying:
         floor = max(floor, math.ceil(cycle))
     ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,

@@ -320,9 +320,7 @@ class LeanPPO:
         )
         self.venv: ServerFarmVectorEnv = adapter.venv
         if self.config.is_time_varying:  # start the envs spread over the schedule's cycle
-            c = self.config
-            cycle = c.n_intervals * c.interval_length * c.total_arrival_rate
-            n = cfg.n_envs
+            cycle, n = self.config.cycle_arrivals, cfg.n_envs
             self.venv.set_warmup([warmup + round(e * cycle / n) for e in range(n)])
         act = torch.nn.Tanh if cfg.activation == "tanh" else torch.nn.ReLU
         arch = list(cfg.net_arch)

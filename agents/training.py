@@ -363,9 +363,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
             # cost against PAS, where its teacher measured +2.4%)
             clone_steps = 16_384
             if trainer.config.is_time_varying:
-                tc = trainer.config
-                clone_steps = max(clone_steps, math.ceil(
-                    tc.n_intervals * tc.interval_length * tc.total_arrival_rate))  # fmt: skip
+                clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
             clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
                                       teacher=teacher)  # fmt: skip
             scale = trainer.soften(a.pas_confidence, teacher=teacher)

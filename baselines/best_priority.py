@@ -221,8 +221,7 @@ def _window(config: FarmConfig, settings: SearchSettings) -> tuple[int, int]:
     if config.is_time_varying:
         # a static table serves every interval: measure it over at least one whole cycle of the
         # schedule (the expected arrivals of a cycle), not over a few of its intervals
-        cycle = float(config.arrival_rates.sum()) * config.interval_length
-        horizon = max(horizon, math.ceil(cycle))
+        horizon = max(horizon, math.ceil(config.cycle_arrivals))
     warmup = max(horizon // 10, math.ceil(50.0 * per_duration))
     return warmup, horizon
 

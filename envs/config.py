@@ -331,6 +331,12 @@ class FarmConfig:
         return float(self.arrival_rates.mean(axis=0).sum())
 
     @property
+    def cycle_arrivals(self) -> float:
+        """Expected arrivals in one cycle of the (cyclic) rate schedule: the decision epochs a
+        window must hold to see every interval once (one interval's worth when constant)."""
+        return float(self.arrival_rates.sum()) * self.interval_length
+
+    @property
     def epochs_per_duration(self) -> float:
         """Decision epochs per mean job duration at the slowest group: total arrival rate / the
         smallest of the groups' peak service rates. Epochs are arrivals, so a large farm covers

@@ -348,6 +348,8 @@ def test_schedules_stretch_and_are_cyclic_means() -> None:
     np.testing.assert_allclose(c.prices, [[1.0, 0.5], [1.0, 1.0], [1.0, 2.0]])
     assert c.total_arrival_rate == pytest.approx(2.0 + 1.0)
     assert c.job_types[0].mean_rate == pytest.approx(2.0)
+    # one cycle: 3 intervals of 0.5 time units at 3.0 jobs per unit on average
+    assert c.cycle_arrivals == pytest.approx(3 * 0.5 * 3.0)
 
 
 def test_job_types_sort_groups_and_use_default_size() -> None:
