@@ -81,6 +81,10 @@ class SearchSettings:
 
     Attributes:
         budget: distinct table evaluations at most (each is one CTMC solve or one simulation).
+            The search stops earlier when a stage converges (the presets use 15-360); 400, the
+            earlier default, let the group-order stage of 8-group farms spend it all (the
+            reservation and level stages then never ran: on a held-out 15-server, 8-group farm
+            the measured value rose from 0.6937 after 400 evaluations to 0.7084 after 1,559).
         n_epochs: minimum decision epochs of each simulated evaluation.
         horizon_durations: minimum window of each simulated evaluation, in mean job durations
             of the slowest group (a farm scaled by f needs f times more epochs for the same
@@ -96,7 +100,7 @@ class SearchSettings:
         per_type: then refine one table per job type (exact measure only: ValueError otherwise).
     """
 
-    budget: int = 400
+    budget: int = 1_500
     n_epochs: int = 200_000
     horizon_durations: float = 200.0
     exact_max_states: int = 20_000
@@ -513,7 +517,7 @@ class BestPriorityPolicy(PriorityPolicy):
         seed: int | None = None,
         table: np.ndarray | None = None,
         type_tables: np.ndarray | None = None,
-        budget: int = 400,
+        budget: int = 1_500,
         n_epochs: int = 200_000,
         horizon_durations: float = 200.0,
         exact_max_states: int = 20_000,
