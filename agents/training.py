@@ -255,12 +255,12 @@ def _strongest_start(
     PAS, and the kept model never falls below the start. The table searched on a twin is
     measured on the farm itself (the same groups and levels)."""
     names = ["best-priority", "pas"] + (["pas-price"] if a.objective == "cost" else [])
-    teachers = {n: trainer.teacher(n) for n in names if n != "best-priority"}
     # the table is searched on the objective the run measures (a table searched on energy
     # measured -1.8% in cost against PAS on geo-us-eu, one searched on cost +2.4%)
-    teachers["best-priority"] = trainer.teacher(
-        BestPriorityPolicy(trainer.config, trainer.cfg.action_mode, search_objective=a.objective)
+    searched = BestPriorityPolicy(
+        trainer.config, trainer.cfg.action_mode, search_objective=a.objective
     )
+    teachers = {n: trainer.teacher(searched if n == "best-priority" else n) for n in names}
     pas_est, scores = evaluator.pas, {}
     for n, t in teachers.items():
         if n == "pas":
@@ -501,11 +501,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         best_agent, best_steps, confirmation = _confirm_against_start(
             a, config, out, best_path, best_agent, best_steps, warm
         )
-    final_eval = PairedEvaluator(
-        config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
-        replications=max(2, 2 * a.eval_replications), seed=2_000_000 + a.seed * 1000,
-        warmup_epochs=a.warmup_epochs, policy_warmup=warm, objective=a.objective,
-    )  # fmt: skip
+    final_eval = _final_window(a, config, exact, warm, seed=2_000_000 + a.seed * 1000)
     est_best = final_eval.measure(best_agent.predictor())
     final_pred = numpy_predictor(trainer.policy)
     est_final = final_eval.measure(final_pred if view is None else view.wrap(final_pred))
@@ -554,6 +550,17 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     return summary
 
 
+def _final_window(a: Any, config: FarmConfig, exact: bool, warm: int, seed: int) -> PairedEvaluator:
+    """The final measurement's evaluator (the final window, twice the in-training replications,
+    PAS paired) on the replication seeds from ``seed``: the verdict's and the confirmation's
+    differ only in their seeds."""
+    return PairedEvaluator(
+        config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
+        replications=max(2, 2 * a.eval_replications), seed=seed,
+        warmup_epochs=a.warmup_epochs, policy_warmup=warm, objective=a.objective,
+    )  # fmt: skip
+
+
 def _confirm_against_start(
     a: Any,
     config: FarmConfig,
@@ -571,11 +578,7 @@ def _confirm_against_start(
     at 634,880 steps measured +0.55% over PAS in training and +0.17% on the final window, where
     the start (the searched table's clone) measured +0.29%. The start then replaces the best
     model file (its sidecar says so)."""
-    conf = PairedEvaluator(
-        config, a.action_mode, False, n_epochs=a.final_eval_epochs,
-        replications=max(2, 2 * a.eval_replications), seed=3_000_000 + a.seed * 1000,
-        warmup_epochs=a.warmup_epochs, policy_warmup=warm, objective=a.objective,
-    )  # fmt: skip
+    conf = _final_window(a, config, False, warm, seed=3_000_000 + a.seed * 1000)
     start_agent = PPOAgent.load(out / START_MODEL)
     est_kept = conf.measure(best_agent.predictor())
     est_start = conf.measure(start_agent.predictor())

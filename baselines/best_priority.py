@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -345,31 +345,32 @@ def _group_orders(config: FarmConfig, m: _Measured, settings: SearchSettings) ->
                 break
 
 
-def _reserve_levels(config: FarmConfig, m: _Measured) -> None:
-    """Trunk-reservation moves (module docstring, stage 3): levels ``L..B_k-1`` of group k, for
-    L from the top down, placed together just below each lower distinct value, nearest first."""
+def _reservation_moves(config: FarmConfig, table: np.ndarray) -> Iterator[np.ndarray]:
+    """Trunk-reservation candidates from ``table`` (module docstring, stage 3): levels
+    ``L..B_k-1`` of group k, for L from the top down, placed together just below each lower
+    distinct value, nearest first."""
     use = _usable(config)
-    table = m.best_table.copy()
-    cur = m.best
+    vals = np.unique(table[use])
+    for k in range(config.n_groups):
+        top = int(config.buffers[k])
+        for low in range(top - 1, 0, -1):
+            for v in vals[vals < table[k, low:top].min()][::-1]:
+                cand = table.copy()
+                cand[k, low:top] = v - 0.5
+                yield _normalise(config, cand)
+
+
+def _reserve_levels(config: FarmConfig, m: _Measured) -> None:
+    """First-improvement passes over :func:`_reservation_moves`, restarting from the improved
+    table until a pass improves nothing (or the budget is spent)."""
+    table, cur = m.best_table.copy(), m.best
     improved = True
     while improved:
         improved = False
-        for k in range(config.n_groups):
-            top = int(config.buffers[k])
-            for low in range(top - 1, 0, -1):
-                vals = np.unique(table[use])
-                below = vals[vals < table[k, low:top].min()]
-                for v in below[::-1]:
-                    cand = table.copy()
-                    cand[k, low:top] = v - 0.5
-                    cand = _normalise(config, cand)
-                    val = m(cand)
-                    if val > cur:
-                        table, cur, improved = cand, val, True
-                        break
-                if improved:
-                    break
-            if improved:
+        for cand in _reservation_moves(config, table):
+            val = m(cand)
+            if val > cur:
+                table, cur, improved = cand, val, True
                 break
 
 
