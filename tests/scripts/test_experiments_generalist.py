@@ -10,18 +10,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer
 from experiments import generalist_eval
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    tr = GeneralistTrainer(GeneralistConfig(
-        farms=2, envs_per_farm=4, clone_farms=6, clone_steps=64, clone_epochs=6,
-        distribution={"n_servers": [2, 12], "buffer": [1, 3], "n_groups": [2, 4]},
-    ))  # fmt: skip
-    tr.clone_pas()
-    return tr.save(tmp_path_factory.mktemp("gen") / "g")
+@pytest.fixture
+def model(small_generalist: Path) -> Path:
+    return small_generalist
 
 
 def test_quick_run_is_exact_and_consistent(model: Path, tmp_path: Path) -> None:
