@@ -17,10 +17,11 @@ import copy
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
@@ -35,9 +36,12 @@ __all__ = [
     "RolloutStatsCallback",
     "latest_checkpoint",
     "list_checkpoints",
+    "newest_loadable",
     "read_evaluations",
     "save_model_atomic",
 ]
+
+T = TypeVar("T")
 
 CKPT_RE = re.compile(r"^ckpt_(\d+)_steps\.zip$")
 
@@ -77,6 +81,35 @@ def latest_checkpoint(ckpt_dir: str | Path) -> tuple[Path, int] | None:
     """(path, timesteps) of the newest complete checkpoint in ``ckpt_dir``, or None."""
     found = list_checkpoints(ckpt_dir)
     return found[0] if found else None
+
+
+def newest_loadable(
+    ckpt_dir: str | Path, load: Callable[[Path, int], T]
+) -> tuple[T, Path, int] | None:
+    """``(load(path, steps), path, steps)`` for the newest checkpoint of ``ckpt_dir`` that
+    ``load`` accepts, or None if there is no checkpoint. ``load`` raises on a damaged file (cut
+    short, overwritten, no sidecar, a step count other than its name's); that one is skipped
+    with a warning on stderr and the previous one is tried. Why: a run killed while writing
+    must still resume from the last complete checkpoint. If none loads, a ValueError lists why.
+    """
+    errors = []
+    for path, steps in list_checkpoints(ckpt_dir):
+        try:
+            loaded = load(path, steps)
+        except Exception as err:  # any failure to load our own file means it is damaged
+            why = " ".join(f"{type(err).__name__}: {err}".split())
+            errors.append(f"{path.name} ({why})")
+            print(
+                f"warning: checkpoint {path} cannot be loaded ({why}); trying the previous one",
+                file=sys.stderr,
+            )
+            continue
+        return loaded, path, steps
+    if errors:
+        raise ValueError(
+            f"--resume: no checkpoint in {ckpt_dir} can be loaded: {'; '.join(errors)}"
+        )
+    return None
 
 
 def read_evaluations(path: str | Path) -> list[dict[str, Any]]:
@@ -363,41 +396,29 @@ def load_checkpoint(
     A checkpoint that cannot be loaded (cut short, overwritten, disk error) is skipped with a
     warning on stderr and the previous one is tried; if none loads, a ValueError says why.
     """
-    import sys
-
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import VecNormalize
 
-    found = list_checkpoints(ckpt_dir)
-    errors = []
-    for path, steps in found:
-        try:
-            model = MaskablePPO.load(path, device=device, tensorboard_log=tensorboard_log)
-            if model.num_timesteps != steps:
-                raise ValueError(f"it holds {model.num_timesteps} timesteps, its name says {steps}")
-            env = venv
-            if normalize_reward:
-                vn = vecnormalize_path(path)
-                env = (
-                    VecNormalize.load(str(vn), venv)
-                    if vn.exists()
-                    else VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
-                )
-            model.set_env(env)
-        except Exception as err:  # any failure to load our own file means it is damaged
-            why = " ".join(f"{type(err).__name__}: {err}".split())
-            errors.append(f"{path.name} ({why})")
-            print(
-                f"warning: checkpoint {path} cannot be loaded ({why}); trying the previous one",
-                file=sys.stderr,
+    def load(path: Path, steps: int) -> tuple[Any, Any]:
+        model = MaskablePPO.load(path, device=device, tensorboard_log=tensorboard_log)
+        if model.num_timesteps != steps:
+            raise ValueError(f"it holds {model.num_timesteps} timesteps, its name says {steps}")
+        env = venv
+        if normalize_reward:
+            vn = vecnormalize_path(path)
+            env = (
+                VecNormalize.load(str(vn), venv)
+                if vn.exists()
+                else VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
             )
-            continue
-        return model, env, path, steps
-    if errors:
-        raise ValueError(
-            f"--resume: no checkpoint in {ckpt_dir} can be loaded: {'; '.join(errors)}"
-        )
-    return None
+        model.set_env(env)
+        return model, env
+
+    found = newest_loadable(ckpt_dir, load)
+    if found is None:
+        return None
+    (model, env), path, steps = found
+    return model, env, path, steps
 
 
 def saved_best_efficiency(best_model: str | Path, history: list[dict[str, Any]]) -> float | None:

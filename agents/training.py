@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.callbacks import list_checkpoints, read_evaluations
+from agents.callbacks import list_checkpoints, newest_loadable, read_evaluations
 from agents.farm_settings import policy_warmup
 from agents.lean_ppo import LeanPPO, LeanPPOConfig, masked_logits, numpy_predictor
 from agents.ppo import PPOAgent, atomic_write_json, sidecar_path
@@ -172,30 +172,16 @@ def _prune(ckpt_dir: Path) -> None:
 def _load_newest(ckpt_dir: Path, a: Any) -> tuple[LeanTrainer, Path, int] | None:
     """The newest checkpoint that loads: (trainer, path, timesteps); None if there is none.
     A damaged one (cut short, no sidecar, wrong step count) is skipped with a warning."""
-    errors = []
-    for path, steps in list_checkpoints(ckpt_dir):
-        try:
-            # fresh random streams for the continuation (the first ones were seeded with a.seed)
-            overrides = dataclasses.asdict(lean_config(a, seed=a.seed + steps))
-            trainer = LeanTrainer.load(path, **overrides)
-            if trainer.num_timesteps != steps:
-                raise ValueError(
-                    f"it holds {trainer.num_timesteps} timesteps, its name says {steps}"
-                )
-        except Exception as err:  # any failure to load our own file means it is damaged
-            why = " ".join(f"{type(err).__name__}: {err}".split())
-            errors.append(f"{path.name} ({why})")
-            print(
-                f"warning: checkpoint {path} cannot be loaded ({why}); trying the previous one",
-                file=sys.stderr,
-            )
-            continue
-        return trainer, path, steps
-    if errors:
-        raise ValueError(
-            f"--resume: no checkpoint in {ckpt_dir} can be loaded: {'; '.join(errors)}"
-        )
-    return None
+
+    def load(path: Path, steps: int) -> LeanTrainer:
+        # fresh random streams for the continuation (the first ones were seeded with a.seed)
+        overrides = dataclasses.asdict(lean_config(a, seed=a.seed + steps))
+        trainer = LeanTrainer.load(path, **overrides)
+        if trainer.num_timesteps != steps:
+            raise ValueError(f"it holds {trainer.num_timesteps} timesteps, its name says {steps}")
+        return trainer
+
+    return newest_loadable(ckpt_dir, load)
 
 
 class _ProgressBar:
