@@ -156,8 +156,7 @@ def token_ppo(config: FarmConfig, net: TokenPolicyNet, max_groups: int, steps: i
                         batch_size=512, anchor=net.cfg.anchor, max_groups=max_groups,
                         max_levels=net.cfg.max_levels, seed=seed)  # fmt: skip
     tr.farm = config
-    tr.net.load_state_dict(net.state_dict())
-    tr.optimizer = torch.optim.Adam(tr.net.parameters(), lr=tr.cfg.learning_rate, eps=1e-5)
+    tr.net.load_state_dict(net.state_dict())  # in place: the trainer's optimizer holds it
 
     def measure(t: GeneralistTrainer) -> float:
         t.net.eval()
