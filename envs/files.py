@@ -5,21 +5,141 @@ PyYAML's ``safe_load`` keeps the last of two equal keys in a mapping (``{count: 
 ``{"count": 200}``) and ``json.loads`` does the same, which would silently change a farm; both are
 refused here. Every problem is a :class:`FileFormatError` (a ``ValueError``) whose message reads
 ``"<file>: line N: what is wrong"``.
+
+Every file read from a path goes through :func:`read_regular_file`, which is also the primitive of
+``agents.artefacts`` (models, checkpoints, sidecars): only regular files are opened (a FIFO given as
+a file would block the reader forever, a device could be endless), opened non-blocking so that the
+check itself cannot hang, and refused above a size limit before anything is read. Nesting deeper
+than :data:`MAX_NESTING` levels (or an alias that contains itself) is refused after parsing; a
+parser that runs out of stack on deeper text gives the same error instead of a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["FileFormatError", "load_mapping_file", "parse_mapping_text"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_NESTING",
+    "FileFormatError",
+    "check_nesting",
+    "load_mapping_file",
+    "parse_mapping_text",
+    "read_regular_file",
+]
+
+#: the largest YAML/JSON file read (a scenario of 100,000 job types is ~10 MB)
+MAX_FILE_BYTES = 64 * 2**20
+#: the deepest nesting of mappings and lists accepted (the project's files nest < 10 levels)
+MAX_NESTING = 64
 
 
 class FileFormatError(ValueError):
     """A structured file cannot be read: the message is ``"<file>: line N: what is wrong"``."""
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def read_regular_file(
+    path: str | Path, max_bytes: int = MAX_FILE_BYTES, expected: str = "a YAML or JSON file"
+) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` of them.
+
+    Raises :class:`FileFormatError` naming the file for a missing or unreadable path, anything
+    but a regular file (directory, FIFO, socket, device: ``expected`` says what was wanted), or
+    a file larger than ``max_bytes``. The file is opened with ``O_NONBLOCK`` and checked with
+    ``fstat`` on the open descriptor, so neither a FIFO nor a swap of the path after a check
+    can make the read block."""
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except FileNotFoundError as e:
+        raise FileFormatError(f"{p}: no such file") from e
+    except IsADirectoryError as e:
+        raise FileFormatError(f"{p}: is a directory, expected {expected}") from e
+    except OSError as e:
+        raise FileFormatError(f"{p}: cannot be read ({e.strerror})") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+            raise FileFormatError(f"{p}: is {kind}, expected {expected} (a regular file)")
+        if st.st_size > max_bytes:
+            raise FileFormatError(
+                f"{p}: {st.st_size:,} bytes, above the limit of {max_bytes:,} for {expected}"
+            )
+        chunks, left = [], max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise FileFormatError(f"{p}: cannot be read ({e.strerror})") from e
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > max_bytes:  # it grew while being read
+        raise FileFormatError(f"{p}: larger than the limit of {max_bytes:,} bytes for {expected}")
+    return raw
+
+
+def _containers(node: Any) -> list[Any]:
+    values = node.values() if isinstance(node, dict) else node
+    return [v for v in values if isinstance(v, (dict, list))]
+
+
+def check_nesting(data: Any, source: str, limit: int = MAX_NESTING) -> None:
+    """Refuse ``data`` nested deeper than ``limit`` mappings/lists, or containing itself (a YAML
+    alias inside the node it names). Each distinct container is visited once, so shared YAML
+    aliases (``&a [*b, *b, ...]``) cost their number of nodes, not their expansion."""
+    height: dict[int, int] = {}
+    active: set[int] = set()  # the containers on the current path
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        key = id(node)
+        if done:
+            active.discard(key)
+            h = 1 + max((height[id(c)] for c in _containers(node)), default=0)
+            if h > limit:
+                raise FileFormatError(
+                    f"{source}: nested deeper than {limit} levels of mappings and lists; "
+                    "flatten the file"
+                )
+            height[key] = h
+            continue
+        if key in height:
+            continue
+        if key in active:
+            raise FileFormatError(
+                f"{source}: an alias refers to a mapping or list that contains it (a cycle); "
+                "write the value out"
+            )
+        active.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _containers(node) if id(c) not in height)
+
+
+def _too_deep(source: str) -> FileFormatError:
+    return FileFormatError(
+        f"{source}: nested deeper than the parser can follow (the limit is {MAX_NESTING} levels "
+        "of mappings and lists); flatten the file"
+    )
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -87,6 +207,8 @@ def parse_mapping_text(text: str, source: str, fmt: str = "yaml") -> dict[str, A
             raise FileFormatError(f"{source}: line {e.lineno}: {e.msg} (column {e.colno})") from e
         except ValueError as e:  # the duplicate-key hook; json gives no position for it
             raise FileFormatError(f"{source}: {_json_duplicate_line(text)}{e}") from e
+        except RecursionError:
+            raise _too_deep(source) from None
     elif fmt == "yaml":
         try:
             data = yaml.load(
@@ -99,10 +221,13 @@ def parse_mapping_text(text: str, source: str, fmt: str = "yaml") -> dict[str, A
             raise FileFormatError(f"{source}: {where}{what}") from e
         except yaml.YAMLError as e:
             raise FileFormatError(f"{source}: {e}") from e
+        except RecursionError:
+            raise _too_deep(source) from None
     else:
         raise ValueError(f"fmt: expected 'yaml' or 'json', got {fmt!r}")
     if data is None:
         data = {}
+    check_nesting(data, source)
     if not isinstance(data, dict):
         raise FileFormatError(
             f"{source}: line 1: the top level must be a mapping (key: value pairs), "
@@ -115,17 +240,12 @@ def load_mapping_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON file (by suffix: ``.json`` is JSON, anything else YAML) into a dict.
 
     Raises :class:`FileFormatError` for a missing, unreadable, undecodable (binary) or malformed
-    file, a duplicate key, or a top level that is not a mapping.
+    file, anything but a regular file (:func:`read_regular_file`), a file above
+    :data:`MAX_FILE_BYTES`, nesting deeper than :data:`MAX_NESTING`, a duplicate key, or a top
+    level that is not a mapping.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError as e:
-        raise FileFormatError(f"{p}: no such file") from e
-    except IsADirectoryError as e:
-        raise FileFormatError(f"{p}: is a directory, expected a YAML or JSON file") from e
-    except OSError as e:
-        raise FileFormatError(f"{p}: cannot be read ({e.strerror})") from e
+    raw = read_regular_file(p)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

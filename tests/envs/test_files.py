@@ -3,12 +3,19 @@ every unreadable file is refused with ``"<file>: line N: what is wrong"``."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
-from envs.files import FileFormatError, load_mapping_file, parse_mapping_text
+from envs.files import (
+    MAX_NESTING,
+    FileFormatError,
+    load_mapping_file,
+    parse_mapping_text,
+    read_regular_file,
+)
 from envs.geo import load_geo_scenario
 from envs.scenario_files import ScenarioFileError
 from envs.scenarios import load_scenario
@@ -115,3 +122,53 @@ def test_a_scenario_error_in_a_file_names_the_file(tmp_path: Path) -> None:
     p.write_text(TINY_YAML.replace("buffer: 3", "buffer: 0"))
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(p))}: groups\[0\] \(slow\)\.buffer"):
         load_scenario(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# regular files only, size limits, nesting limits (read_regular_file, check_nesting)
+# ---------------------------------------------------------------------------------------------
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """A named pipe with no writer would block open() or read() forever; it is refused at once
+    (for the scenario loaders too)."""
+    fifo = tmp_path / "farm.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(FileFormatError, match=rf"^{re.escape(str(fifo))}: is a FIFO"):
+        load_mapping_file(fifo)
+    with pytest.raises(ConfigError, match=re.escape(str(fifo))):
+        load_scenario(fifo)
+    with pytest.raises(FileFormatError, match="is a character device"):
+        read_regular_file("/dev/zero")
+
+
+def test_a_file_above_the_size_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    p = tmp_path / "big.yaml"
+    p.write_bytes(b"name: t\n" + b"#" * 200)
+    with pytest.raises(FileFormatError, match=r"208 bytes, above the limit of 100"):
+        read_regular_file(p, max_bytes=100)
+    assert read_regular_file(p, max_bytes=208).startswith(b"name: t")
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 100_000])
+def test_deep_nesting_is_a_named_error_not_a_recursion_error(
+    tmp_path: Path, fmt: str, depth: int
+) -> None:
+    """Just above the limit (parsed, then refused) and far above it (the parsers' recursion
+    gives out first): the same FileFormatError naming the file."""
+    p = tmp_path / f"deep.{fmt}"
+    p.write_text('{"a": ' + "[" * depth + "]" * depth + "}")
+    with pytest.raises(FileFormatError, match=rf"^{re.escape(str(p))}: nested deeper than"):
+        load_mapping_file(p)
+    ok = '{"a": ' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}"
+    assert parse_mapping_text(ok, "<s>", fmt)["a"] is not None
+
+
+def test_a_yaml_alias_inside_itself_is_refused_and_shared_aliases_are_cheap() -> None:
+    with pytest.raises(FileFormatError, match=r"<s>: an alias refers to .*\(a cycle\)"):
+        parse_mapping_text("a: &x [1, *x]\n", "<s>")
+    # nine levels of ten aliases each: 10**9 leaves when expanded, a few dozen nodes to check
+    lines = ["l0: &l0 [x]"] + [
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)
+    ]
+    data = parse_mapping_text("\n".join(lines) + "\n", "<s>")
+    assert len(data["l9"]) == 10
