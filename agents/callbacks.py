@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import math
 import os
 import re
 import sys
@@ -26,12 +28,14 @@ from typing import Any, TypeVar
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
+from agents.artefacts import ArtefactError, read_json_object, read_model_sidecar, read_sb3_zip
 from agents.ppo import model_predictor
 from evaluation.measure import EfficiencyEstimate, References
 from evaluation.stats import gaps
 
 __all__ = [
     "AtomicCheckpointCallback",
+    "DiskWriteError",
     "EfficiencyEvalCallback",
     "RolloutStatsCallback",
     "latest_checkpoint",
@@ -39,6 +43,7 @@ __all__ = [
     "newest_loadable",
     "read_evaluations",
     "save_model_atomic",
+    "save_vecnormalize",
 ]
 
 T = TypeVar("T")
@@ -46,26 +51,83 @@ T = TypeVar("T")
 CKPT_RE = re.compile(r"^ckpt_(\d+)_steps\.zip$")
 
 
+class DiskWriteError(OSError):
+    """A model or statistics file could not be written (disk full, file too large, ...): the
+    message names the file; the temporary file is removed and the files saved before stay."""
+
+
+def _write_error(path: Path, err: OSError) -> DiskWriteError:
+    why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file too large for the "
+           "file system", errno.EDQUOT: "disk quota exceeded"}.get(err.errno, err.strerror)  # fmt: skip
+    return DiskWriteError(
+        err.errno,
+        f"cannot write {path}: {why or err}; the files saved before it are kept (free space and "
+        "continue with --resume)",
+    )
+
+
 def save_model_atomic(model: Any, path: str | Path) -> Path:
-    """``model.save(path)`` through a temporary file and ``os.replace`` (never half-written)."""
+    """``model.save(path)`` through a temporary file and ``os.replace`` (never half-written).
+    A failed write (``ENOSPC``, ``EFBIG``, ...) removes the temporary file and raises
+    :class:`DiskWriteError` naming ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.zip")
-    model.save(tmp)
-    os.replace(tmp, path)
+    try:
+        model.save(tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _write_error(path, err) from err
     return path
 
 
-def _save_vecnormalize_atomic(venv: Any, path: Path) -> None:
+def save_vecnormalize(venv: Any, path: Path) -> None:
+    """The reward-normalisation statistics of a ``VecNormalize(norm_obs=False)`` as JSON,
+    atomically (SB3's own ``save`` pickles the wrapper, and loading a pickle runs code)."""
+    rms = venv.ret_rms
+    stats = {"ret_rms": {"mean": float(rms.mean), "var": float(rms.var), "count": float(rms.count)},
+             "clip_reward": float(venv.clip_reward), "epsilon": float(venv.epsilon)}  # fmt: skip
     tmp = path.with_name(f".{path.name}.tmp")
-    venv.save(str(tmp))
+    try:
+        tmp.write_text(json.dumps(stats))
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _write_error(path, err) from err
     os.replace(tmp, path)
+
+
+def load_vecnormalize(path: Path, venv: Any, gamma: float) -> Any:
+    """``VecNormalize(venv, norm_obs=False, norm_reward=True)`` with the statistics saved by
+    :func:`save_vecnormalize` (fresh ones if there is no file)."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
+    old = path.with_suffix(".pkl")
+    if not path.exists() and old.exists():
+        raise ArtefactError(
+            f"{old}: VecNormalize statistics as a pickle, which is not loaded (unpickling runs "
+            "code); this checkpoint cannot be resumed with --normalize-reward"
+        )
+    if path.exists():
+        stats = read_json_object(path, "a VecNormalize statistics file")
+        try:
+            rms = stats["ret_rms"]
+            env.ret_rms.mean, env.ret_rms.var = float(rms["mean"]), float(rms["var"])
+            env.ret_rms.count = float(rms["count"])
+            env.clip_reward, env.epsilon = float(stats["clip_reward"]), float(stats["epsilon"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ArtefactError(f"{path}: not VecNormalize statistics ({err})") from err
+        values = (env.ret_rms.mean, env.ret_rms.var, env.ret_rms.count)
+        if not all(math.isfinite(float(v)) for v in values) or env.ret_rms.var < 0:
+            raise ArtefactError(f"{path}: VecNormalize statistics not finite or negative")
+    return env
 
 
 def vecnormalize_path(model_path: str | Path) -> Path:
     """Where the VecNormalize statistics matching a checkpoint are stored."""
     p = Path(model_path)
-    return p.with_name(p.stem + "_vecnormalize.pkl")
+    return p.with_name(p.stem + "_vecnormalize.json")
 
 
 def list_checkpoints(ckpt_dir: str | Path) -> list[tuple[Path, int]]:
@@ -285,7 +347,7 @@ class EfficiencyEvalCallback(BaseCallback):
 
 
 class AtomicCheckpointCallback(BaseCallback):
-    """Save ``ckpt_<timesteps>_steps.zip`` (+ ``_vecnormalize.pkl``) at the first rollout start
+    """Save ``ckpt_<timesteps>_steps.zip`` (+ ``_vecnormalize.json``) at the first rollout start
     after every ``save_freq`` timesteps and at the end of training, atomically; keep the
     ``keep_last`` newest.
 
@@ -346,7 +408,7 @@ class AtomicCheckpointCallback(BaseCallback):
         path = self.save_dir / f"ckpt_{steps}_steps.zip"
         venv = self.model.get_vec_normalize_env()
         if venv is not None:  # first: the model file's existence marks a complete checkpoint
-            _save_vecnormalize_atomic(venv, vecnormalize_path(path))
+            save_vecnormalize(venv, vecnormalize_path(path))
         save_model_atomic(self.model, path)
         self._last_save = steps
         self._prune()
@@ -383,35 +445,38 @@ class AtomicCheckpointCallback(BaseCallback):
 def load_checkpoint(
     ckpt_dir: str | Path,
     venv: Any,
+    build: Callable[[Any], Any],
     *,
     device: str = "cpu",
     normalize_reward: bool = False,
     gamma: float = 0.99,
-    tensorboard_log: str | None = None,
 ) -> tuple[Any, Any, Path, int] | None:
     """Load the newest checkpoint of ``ckpt_dir`` that loads, attached to ``venv`` (wrapped in
     its VecNormalize statistics when ``normalize_reward``): ``(model, venv, path, timesteps)``,
     or None if there is no checkpoint.
 
-    A checkpoint that cannot be loaded (cut short, overwritten, disk error) is skipped with a
-    warning on stderr and the previous one is tried; if none loads, a ValueError says why.
+    Nothing is unpickled: ``build(env)`` makes a fresh model of the run's arguments (the run's
+    ``args.json`` is its identity), and only the checkpoint's weights, Adam state and step
+    counts are read into it (``agents.artefacts.read_sb3_zip``); SB3's ``MaskablePPO.load``
+    would run code planted in the zip. A checkpoint that cannot be loaded (cut short,
+    overwritten, disk error, non-finite weights) is skipped with a warning on stderr and the
+    previous one is tried; if none loads, a ValueError says why.
     """
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import VecNormalize
 
     def load(path: Path, steps: int) -> tuple[Any, Any]:
-        model = MaskablePPO.load(path, device=device, tensorboard_log=tensorboard_log)
-        if model.num_timesteps != steps:
-            raise ValueError(f"it holds {model.num_timesteps} timesteps, its name says {steps}")
+        saved = read_sb3_zip(path, optimizer=True)
+        held = saved.data.get("num_timesteps")
+        if held != steps:
+            raise ValueError(f"it holds {held} timesteps, its name says {steps}")
         env = venv
         if normalize_reward:
-            vn = vecnormalize_path(path)
-            env = (
-                VecNormalize.load(str(vn), venv)
-                if vn.exists()
-                else VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma)
-            )
-        model.set_env(env)
+            env = load_vecnormalize(vecnormalize_path(path), venv, gamma)
+        model = build(env)
+        params = {"policy": saved.policy, "policy.optimizer": saved.optimizer}
+        model.set_parameters(params, exact_match=True, device=device)
+        model.num_timesteps = steps
+        n_updates = saved.data.get("_n_updates", 0)
+        model._n_updates = n_updates if isinstance(n_updates, int) else 0
         return model, env
 
     found = newest_loadable(ckpt_dir, load)
@@ -428,10 +493,9 @@ def saved_best_efficiency(best_model: str | Path, history: list[dict[str, Any]])
     p = Path(best_model)
     if not p.exists():
         return None
-    side = p.with_suffix(".json")
     try:
-        value = json.loads(side.read_text()).get("eval_efficiency")
-    except (OSError, ValueError, AttributeError):
+        value = read_model_sidecar(p).get("eval_efficiency")
+    except (OSError, ValueError):
         value = None
     if value is not None:
         return float(value)

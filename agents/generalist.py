@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from agents.artefacts import ArtefactError, check_finite_state, load_weights_file, read_json_object
 from agents.lean_ppo import auto_gamma, gae, masked_logits, ppo_losses
 from agents.token_policy import TokenNetConfig, TokenPolicyNet, pas_anchor
 from baselines.base import Policy
@@ -132,12 +133,18 @@ class GeneralistPolicy(Policy):
                 f"model: {p} and its sidecar {side.name} are needed (written by "
                 "GeneralistPolicy.save / python train.py --generalist)"
             )
-        meta = json.loads(side.read_text())
-        net = TokenPolicyNet(TokenNetConfig(**meta["net"]))
+        meta = read_json_object(side)
         try:
-            state = torch.load(p, map_location="cpu", weights_only=True)
+            net = TokenPolicyNet(TokenNetConfig(**meta["net"]))
+        except (KeyError, TypeError, ValueError) as e:  # a tampered or foreign sidecar
+            raise ArtefactError(f"{side}: net is not a TokenNetConfig ({e})") from e
+        try:
+            state = load_weights_file(p)
+            if not isinstance(state, dict):
+                raise ArtefactError(f"{p}: not a state dict")
+            check_finite_state(state, str(p))
             net.load_state_dict(state)
-        except Exception as e:  # truncated file, other network: say which file
+        except Exception as e:  # other network: say which file
             raise ValueError(f"model: cannot load the weights of {p}: {e}") from e
         return net, meta
 

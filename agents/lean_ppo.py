@@ -49,6 +49,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from agents.artefacts import ArtefactError, read_model_sidecar, read_sb3_zip
 from agents.ppo import MASKED_LOGIT, numpy_predictor, sidecar_path, write_sidecar
 from baselines.registry import make_policy
 from envs.config import FarmConfig, farm_from_dict
@@ -624,26 +625,39 @@ class LeanPPO:
     def load(cls, path: str | Path, **overrides: Any) -> LeanPPO:
         """Continue training from a file written by :meth:`save` (network, Adam state, step
         count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
-        envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does."""
-        import json
-
-        from sb3_contrib import MaskablePPO
-
+        envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does. Nothing is
+        unpickled (``agents.artefacts.read_sb3_zip``): a planted checkpoint cannot run code."""
         p = Path(path)
-        meta = json.loads(sidecar_path(p).read_text())
-        if meta.get("trainer") != "lean_ppo":
+        meta = read_model_sidecar(p)
+        cfg = meta.get("lean_ppo_config")
+        if meta.get("trainer") != "lean_ppo" or not isinstance(cfg, dict):
             raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
-        kw = dict(meta["lean_ppo_config"]) | overrides
-        kw["net_arch"] = tuple(kw["net_arch"])
+        kw = dict(cfg) | overrides
+        try:
+            kw["net_arch"] = tuple(kw["net_arch"])
+            config = LeanPPOConfig(**kw)
+        except (KeyError, TypeError) as err:
+            raise ArtefactError(
+                f"{sidecar_path(p)}: lean_ppo_config is not one of LeanPPO: {err}"
+            ) from err
         farm = meta.get("train_scenario") or meta["scenario"]  # a twin trains on its own farm
-        trainer = cls(farm_from_dict(farm), LeanPPOConfig(**kw))
-        saved = MaskablePPO.load(p, device="cpu")
-        trainer.policy.load_state_dict(saved.policy.state_dict())
-        trainer.optimizer.load_state_dict(saved.policy.optimizer.state_dict())
-        trainer.num_timesteps = int(meta.get("timesteps", saved.num_timesteps))
+        trainer = cls(farm_from_dict(farm), config)
+        # weights and Adam state only, no unpickling (agents.artefacts)
+        saved = read_sb3_zip(p, optimizer=True)
+        try:
+            trainer.policy.load_state_dict(saved.policy)
+            trainer.optimizer.load_state_dict(saved.optimizer)
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ArtefactError(
+                f"{p}: the weights do not fit the network of its sidecar ({' '.join(str(err).split())})"
+            ) from err
+        steps = meta.get("timesteps", saved.data.get("num_timesteps"))
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+            raise ArtefactError(f"{p}: no step count (timesteps) in its sidecar or data entry")
+        trainer.num_timesteps = steps
         trainer.rho = float(meta.get("rho", 0.0))
         # a resumed run does not repeat its critic warm-up (files before n_updates: 1 per rollout)
-        per = int(meta["lean_ppo_config"]["n_steps"]) * int(meta["lean_ppo_config"]["n_envs"])
+        per = int(cfg["n_steps"]) * int(cfg["n_envs"])
         trainer.n_updates = int(meta.get("n_updates", trainer.num_timesteps // per))
         trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
         return trainer

@@ -8,26 +8,25 @@ stands alone), the action mode, the policy network's architecture and the traini
 Loading never unpickles. SB3's own ``MaskablePPO.load`` deserialises cloudpickled objects from the
 zip's ``data`` entry, so a crafted model file runs arbitrary code when loaded that way.
 :meth:`PPOAgent.load` instead rebuilds the policy network (spaces from the sidecar's farm and
-action mode, activation from the sidecar, layer widths from the weights' shapes) and reads only
-the weights, ``policy.pth``, with ``torch.load(weights_only=True)`` (tensors only; anything else
-is refused). A foreign SB3 zip (custom policy classes, no
+action mode, activation from the sidecar, layer widths from the weights' shapes) and reads the
+file through ``agents.artefacts`` (the one loader of models, checkpoints and sidecars): only the
+weights, ``policy.pth``, with ``torch.load(weights_only=True)`` (finite tensors only; anything
+else is refused), after size checks on the zip, and a schema-checked sidecar. A foreign SB3 zip (custom policy classes, no
 architecture in its sidecar) can still be loaded with ``trust_pickle=True``: that runs code from
 the file, so only do it for files you trust as you would trust a Python script.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import warnings
-import zipfile
-import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agents.artefacts import read_model_sidecar, read_sb3_zip, sidecar_path
 from baselines.base import Policy
 from envs.config import FarmConfig, farm_from_dict
 from envs.observation import check_action_mode, n_actions, obs_size
@@ -60,12 +59,6 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     """Write JSON atomically (``evaluation.report.atomic_write``: a kill never leaves half a file)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, to_json(obj))
-
-
-def sidecar_path(model_path: str | Path) -> Path:
-    """``runs/x/model.zip`` -> ``runs/x/model.json`` (config, action mode and args of the model)."""
-    p = Path(model_path)
-    return p.with_suffix(".json") if p.suffix == ".zip" else p.with_name(p.name + ".json")
 
 
 def policy_architecture(model: Any = None, train_args: Mapping[str, Any] | None = None) -> dict:
@@ -134,21 +127,9 @@ def _network_mode(action_mode: str, network_mode: str | None) -> str:
 
 
 def read_sidecar(model_path: str | Path) -> dict[str, Any]:
-    """The sidecar of ``model_path`` (ValueError naming the file if missing or unreadable)."""
-    side = sidecar_path(model_path)
-    if not side.exists():
-        raise FileNotFoundError(
-            f"path: {model_path} has no sidecar {side.name} (scenario, action mode, architecture); "
-            "models saved by train.py always have one"
-        )
-    try:
-        meta = json.loads(side.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{side}: not a valid JSON sidecar ({err})") from err
-    missing = [k for k in ("scenario", "action_mode") if k not in meta]
-    if missing:
-        raise ValueError(f"{side}: the sidecar lacks {missing}")
-    return meta
+    """The schema-checked sidecar of ``model_path`` (``agents.artefacts.read_model_sidecar``:
+    FileNotFoundError if missing, a ValueError naming the file and the field if unreadable)."""
+    return read_model_sidecar(model_path)
 
 
 def _resolve_model_path(path: str | Path) -> Path:
@@ -168,36 +149,10 @@ def _resolve_model_path(path: str | Path) -> Path:
     return p
 
 
-def _read_weights(path: Path, device: str) -> dict[str, Any]:
-    """The policy's state dict from the zip's ``policy.pth``, tensors only (no unpickling of
-    code: ``torch.load(weights_only=True)``)."""
-    import torch  # heavy import: only when a model is loaded
-
-    try:
-        with zipfile.ZipFile(path) as zf:
-            if "policy.pth" not in zf.namelist():
-                # a truncated file can still parse: torch's own zip inside policy.pth remains
-                raise ValueError(
-                    f"{path}: not a readable model zip (no policy.pth: truncated, corrupt, or not "
-                    "saved by stable-baselines3); use another checkpoint or retrain"
-                )
-            raw = zf.read("policy.pth")
-    except (zipfile.BadZipFile, zlib.error, EOFError) as err:
-        raise ValueError(
-            f"{path}: not a readable model zip (truncated or corrupt: {err}); "
-            "use another checkpoint or retrain"
-        ) from err
-    try:
-        state = torch.load(io.BytesIO(raw), map_location=device, weights_only=True)
-    except Exception as err:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
-        raise ValueError(
-            f"{path}: policy.pth holds something other than plain weights, or is corrupt "
-            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            "refusing to load it"
-        ) from err
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: policy.pth is not a state dict")
-    return state
+def _read_weights(path: Path) -> dict[str, Any]:
+    """The policy's state dict from the zip's ``policy.pth``: tensors only, finite, read by
+    ``agents.artefacts.read_sb3_zip`` (no unpickling, size limits before decompression)."""
+    return read_sb3_zip(path).policy
 
 
 def _check_weight_sizes(
@@ -377,7 +332,7 @@ class PPOAgent(Policy):
             net = _network_mode(mode, (meta.get("policy") or {}).get("network_mode"))
         except ValueError as err:
             raise ValueError(f"{sidecar_path(p)}: {err}") from None
-        state = _read_weights(p, device)
+        state = _read_weights(p)
         _check_weight_sizes(p, state, config, net)
         policy = _build_policy(meta, state, config, net, device)
         try:

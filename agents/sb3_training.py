@@ -10,7 +10,6 @@ to ~1,500 steps per CPU second.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -18,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agents.artefacts import read_json_object
 from agents.callbacks import (
     AtomicCheckpointCallback,
     EfficiencyEvalCallback,
@@ -25,10 +25,11 @@ from agents.callbacks import (
     load_checkpoint,
     read_evaluations,
     save_model_atomic,
+    save_vecnormalize,
     saved_best_efficiency,
     vecnormalize_path,
 )
-from agents.ppo import atomic_write_json, model_predictor, write_sidecar
+from agents.ppo import PPOAgent, atomic_write_json, model_predictor, write_sidecar
 from agents.wrappers import TrainingWrapper
 from envs.scenarios import load_scenario
 from envs.server_farm import ServerFarmEnv
@@ -152,7 +153,6 @@ def train_sb3(a: Any) -> dict[str, Any]:
     """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``;
     returns the summary (train.py writes ``summary.json`` and prints the report)."""
     import torch
-    from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -168,10 +168,10 @@ def train_sb3(a: Any) -> dict[str, Any]:
         loaded = load_checkpoint(
             ckpt_dir,
             venv,
+            lambda env: new_model(a, env, tb_dir),
             device=a.device,
             normalize_reward=a.normalize_reward,
             gamma=a.gamma,
-            tensorboard_log=tb_dir,
         )
     if a.resume and loaded is None:
         print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
@@ -197,8 +197,7 @@ def train_sb3(a: Any) -> dict[str, Any]:
     # reference points, computed once per run directory
     ref_file = out / "references.json"
     if ref_file.exists():
-        r = json.loads(ref_file.read_text())
-        refs = References.from_dict(r)
+        refs = References.from_dict(read_json_object(ref_file, "a references file"))
     else:
         refs = reference_efficiencies(config)
         atomic_write_json(ref_file, refs.as_dict())
@@ -273,14 +272,14 @@ def train_sb3(a: Any) -> dict[str, Any]:
     final_path = save_model_atomic(model, out / "final_model.zip")
     write_sidecar(final_path, config, a.action_mode, timesteps=int(model.num_timesteps), **sidecar)
     if a.normalize_reward:
-        model.get_vec_normalize_env().save(str(vecnormalize_path(final_path)))
+        save_vecnormalize(model.get_vec_normalize_env(), vecnormalize_path(final_path))
     venv.close()
 
     # final measurement: exact where solvable; else long fresh-seed replications
     if not best_path.exists():  # e.g. evaluations disabled
         save_best(model)
-    best = MaskablePPO.load(best_path, device=a.device)
-    best_steps = json.loads((out / "best_model.json").read_text()).get("timesteps")
+    best = PPOAgent.load(best_path, device=a.device)  # the one safe loader (agents.artefacts)
+    best_steps = best.meta.get("timesteps")
     final_kw = {
         "config": config,
         "action_mode": a.action_mode,
@@ -289,7 +288,7 @@ def train_sb3(a: Any) -> dict[str, Any]:
         "replications": max(2, a.eval_replications),
         "seed": 2_000_000 + a.seed * 1000,
     }
-    est_best = measure_efficiency(model_predictor(best), **final_kw)
+    est_best = measure_efficiency(best.predictor(), **final_kw)
     est_final = measure_efficiency(model_predictor(model), **final_kw)
     pas, opt = refs.pas.efficiency, refs.optimum
 

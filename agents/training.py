@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.artefacts import read_json_object, read_model_sidecar
 from agents.callbacks import list_checkpoints, newest_loadable, read_evaluations
 from agents.farm_settings import policy_warmup
 from agents.lean_ppo import LeanPPO, LeanPPOConfig, masked_logits, numpy_predictor
@@ -367,7 +368,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
 
     ref_file = out / "references.json"
     if ref_file.exists():
-        refs = References.from_dict(json.loads(ref_file.read_text()))
+        refs = References.from_dict(read_json_object(ref_file, "a references file"))
     else:
         refs = _references(config, _plain(evaluator.pas), a.objective)
         atomic_write_json(ref_file, refs.as_dict())
@@ -382,7 +383,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     _rewrite(eval_log, history)
     best = None
     if loaded is not None and best_path.exists():
-        saved = json.loads(best_path.with_suffix(".json").read_text()).get("eval_estimate")
+        saved = read_model_sidecar(best_path).get("eval_estimate")
         best = estimate_from_dict(saved) if saved else None
     selector = BestModelSelector(evaluator, best)
 
