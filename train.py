@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import math
 import sys
 import time
@@ -42,6 +43,8 @@ from agents.farm_settings import INITS, derive_settings
 from agents.generalist_run import build_parser as build_generalist_parser
 from agents.generalist_run import main as generalist_main
 from agents.ppo import atomic_write_json
+from agents.run_checks import check_numbers
+from agents.run_dir import RunDirLock, check_resume_identity
 from agents.run_report import format_report, plot_learning_curves
 from agents.sb3_training import parse_net_arch, train_sb3
 from agents.training import train_lean
@@ -240,6 +243,8 @@ def _coerce(name: str, value: Any) -> Any:
             if not isinstance(value, bool):
                 raise TypeError
             return value
+        if t in ("int", "float") and isinstance(value, bool):
+            raise TypeError  # YAML's true is no 1: a typo, not a count
         if t == "int":
             if isinstance(value, float) and not value.is_integer():
                 raise TypeError
@@ -316,6 +321,7 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
         seed = cli.get("seed", base.get("seed", Args.seed))
         out = cli.get("output_dir") or default_output_dir(scenario, _mode(scenario, mode), seed)
         saved_path = Path(out) / "args.json"
+        _check_resumable(Path(out))
         if saved_path.exists():
             saved = _saved_args(saved_path)
             fixed = {k: v for k, v in cli.items() if k not in (*RESUME_OVERRIDABLE, "resume")}
@@ -354,6 +360,27 @@ def resolve_args(argv: list[str] | None = None) -> tuple[Args, dict[str, Any]]:
     merged.update(cli)
     merged["action_mode"] = mode
     return check_args(Args(**merged)), cli
+
+
+#: what a run directory holds once a run has started (args.json is written with the first of them)
+RUN_FILES = ("checkpoints", "evaluations.jsonl", "best_model.zip", "final_model.zip",
+             "summary.json", "references.json")  # fmt: skip
+
+
+def _check_resumable(out: Path) -> None:
+    """``--resume`` needs the run's ``args.json``, its identity: without it the arguments (and
+    the farm) would be guessed from the command line. An empty or new directory starts a run."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--output-dir {out}: is a file, not a run directory")
+    if (out / "args.json").exists() or not out.is_dir():
+        return
+    found = [n for n in RUN_FILES if (out / n).exists()]
+    if found:
+        raise ValueError(
+            f"--resume: {out} holds a run ({', '.join(found)}) but no args.json, the run's "
+            "arguments and farm; it cannot be resumed without guessing them. Restore args.json, "
+            "or start a new run in another --output-dir"
+        )
 
 
 def scenario_key(spec: str, config_name: str) -> str:
@@ -415,9 +442,7 @@ def check_args(a: Args) -> Args:
             raise ValueError(f"--reward-eta: a fixed eta must be finite and >= 0, got {eta}")
     parse_net_arch(a.net_arch)
     check_device(a.device)
-    for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs"):
-        if getattr(a, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(a, name)}")
+    check_numbers(a)
     if a.n_steps * a.n_envs < 2:
         raise ValueError("--n-steps x --n-envs: a rollout needs at least 2 samples")
     if a.batch_size > a.n_steps * a.n_envs:
@@ -427,8 +452,6 @@ def check_args(a: Args) -> Args:
         )
     if not 0 < a.gamma <= 1 or not 0 <= a.gae_lambda <= 1:
         raise ValueError("--gamma must be in (0, 1] and --gae-lambda in [0, 1]")
-    if a.learning_rate <= 0:
-        raise ValueError(f"--learning-rate: must be > 0, got {a.learning_rate}")
     if a.eval_replications < 2 and not a.eval_exact:
         raise ValueError("--eval-replications: at least 2 are needed for a confidence interval")
     if a.trainer == "lean":
@@ -498,6 +521,26 @@ def check_device(device: str) -> None:
         raise ValueError(f"--device {device}: the MPS backend is not available here; {fix}")
 
 
+def make_output_dir(a: Args) -> Path:
+    """Create ``--output-dir`` (and its parents), naming the option when it cannot be: a file,
+    a path under a file, or a directory without write permission (found by the lock file)."""
+    out = Path(a.output_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--output-dir {out}: is a file, not a directory; choose another path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        above = next((p for p in out.parents if p.exists() and not p.is_dir()), out.parent)
+        raise ValueError(
+            f"--output-dir {out}: cannot be created, {above} is a file; choose another path"
+        ) from None
+    except OSError as err:
+        raise ValueError(
+            f"--output-dir {out}: cannot be created ({err.strerror}); choose a writable path"
+        ) from None
+    return out
+
+
 def check_output_dir(a: Args) -> None:
     """A new run must not overwrite another run's checkpoints."""
 
@@ -523,9 +566,18 @@ def derived_settings(a: Args, config: Any) -> dict[str, Any]:
 def train(a: Args) -> dict[str, Any]:
     """Run (or resume) one training job; writes ``summary.json``, prints the report and returns
     the summary."""
+    out = make_output_dir(a)
+    with RunDirLock(out):  # one process per run directory (agents.run_dir)
+        return _train_locked(a)
+
+
+def _train_locked(a: Args) -> dict[str, Any]:
     t_start, cpu_start = time.perf_counter(), time.process_time()
     check_output_dir(a)
     config = load_scenario(a.scenario)
+    if a.resume:  # before anything is written: the farm must be the run's
+        _check_resumable(Path(a.output_dir))
+        check_resume_identity(Path(a.output_dir), config, a.scenario)
     if a.trainer == "lean":
         d = derived_settings(a, config)
         print(f"{config.name}: settings derived from the farm (agents/farm_settings.py), "
@@ -548,6 +600,10 @@ def train(a: Args) -> dict[str, Any]:
     return summary
 
 
+#: write errors that mean the disk (or the file system's file size, or a quota) is full
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command-line entry point; returns the run's summary. Bad settings or files exit with status
     2 and a one-line message (``evaluation.cli.run_cli``, as evaluate.py and sweep.py), Ctrl-C
@@ -565,7 +621,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def run() -> None:
         args, _ = resolve_args(argv)
         check_output_dir(args)
-        result.update(train(args))
+        try:
+            result.update(train(args))
+        except OSError as err:
+            if err.errno not in DISK_FULL:
+                raise
+            # not bad input (exit 2) but no traceback either: the file and the cause, exit 1
+            where = f"cannot write {err.filename}: " if err.filename else ""
+            print(f"train.py: error: {where}{' '.join(str(err).split())}", file=sys.stderr)
+            raise SystemExit(1) from None
 
     # Ctrl-C inside learn() is handled by train() (it saves a checkpoint); elsewhere (references,
     # final evaluation) every checkpoint saved so far is complete

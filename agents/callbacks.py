@@ -37,7 +37,10 @@ __all__ = [
     "AtomicCheckpointCallback",
     "DiskWriteError",
     "EfficiencyEvalCallback",
+    "FiniteGuardCallback",
     "RolloutStatsCallback",
+    "TrainingDiverged",
+    "check_finite_params",
     "latest_checkpoint",
     "list_checkpoints",
     "newest_loadable",
@@ -186,6 +189,50 @@ def read_evaluations(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return out
+
+
+class TrainingDiverged(ValueError):
+    """The loss or the parameters became non-finite (NaN or inf): training stops at once, and
+    the last finite checkpoint is kept; the message names the step and what to change."""
+
+
+def check_finite_params(params: Any, steps: int, what: str = "parameters") -> None:
+    """Raise :class:`TrainingDiverged` if a tensor in ``params`` (an iterable of tensors) holds a
+    NaN or an infinity."""
+    import torch
+
+    if not all(bool(torch.isfinite(p).all()) for p in params):
+        raise diverged(steps, f"the network's {what} became NaN or inf")
+
+
+def diverged(steps: int, why: str) -> TrainingDiverged:
+    return TrainingDiverged(
+        f"training diverged at {steps:,} timesteps: {why}; nothing after the last finite "
+        "checkpoint is kept. Lower --learning-rate or --max-grad-norm (too large a step), or "
+        "check --ent-coef / --vf-coef"
+    )
+
+
+class FiniteGuardCallback(BaseCallback):
+    """Stop MaskablePPO the moment its loss or parameters are non-finite: checked after every
+    update (at the next rollout start) and at the end of training. Listed first, so that no
+    later callback evaluates or saves a diverged model."""
+
+    def _check(self) -> None:
+        steps = int(self.model.num_timesteps)
+        loss = self.model.logger.name_to_value.get("train/loss")
+        if loss is not None and not np.isfinite(loss):
+            raise diverged(steps, f"the loss is {loss}")
+        check_finite_params(self.model.policy.parameters(), steps)
+
+    def _on_rollout_start(self) -> None:
+        self._check()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self._check()
 
 
 class RolloutStatsCallback(BaseCallback):

@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.artefacts import ArtefactError, read_model_sidecar, read_sb3_zip
+from agents.callbacks import check_finite_params, diverged, save_model_atomic
 from agents.ppo import MASKED_LOGIT, numpy_predictor, sidecar_path, write_sidecar
 from baselines.registry import make_policy
 from envs.config import FarmConfig, farm_from_dict
@@ -184,8 +185,15 @@ class LeanPPOConfig:
             raise ValueError(f"gamma: must be in (0, 1] or 'auto', got {self.gamma!r}")
         if not 0.0 <= self.gae_lambda <= 1.0:
             raise ValueError(f"gae_lambda: must be in [0, 1], got {self.gae_lambda}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate: must be > 0, got {self.learning_rate}")
+        # a NaN passes every comparison's negation: each bound is stated positively
+        for name, lo, strict in (("learning_rate", 0.0, True), ("clip_range", 0.0, True),
+                                 ("max_grad_norm", 0.0, True), ("ent_coef", 0.0, False),
+                                 ("vf_coef", 0.0, False), ("rho_tau", 0.0, False)):  # fmt: skip
+            v = float(getattr(self, name))
+            if not (math.isfinite(v) and (v > lo if strict else v >= lo)):
+                raise ValueError(
+                    f"{name}: must be finite and {'>' if strict else '>='} {lo:g}, got {v}"
+                )
         if not 0.0 <= self.clone_smoothing < 1.0:
             raise ValueError(
                 f"clone_smoothing: must be in [0, 1) (0: a hard clone), got {self.clone_smoothing}"
@@ -477,12 +485,15 @@ class LeanPPO:
                     )
                     if cfg.pas_anchor > 0:
                         loss = loss + cfg.pas_anchor * terms["anchor"]
+                if not bool(torch.isfinite(loss)):  # stop before a step spreads it
+                    raise diverged(self.num_timesteps, f"the loss is {float(loss)}")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
                 for k, val in terms.items():
                     stats.setdefault(k, []).append(float(val.detach()))
+        check_finite_params(self.policy.parameters(), self.num_timesteps)
         self.policy.set_training_mode(False)
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         return out | {"lr": lr, "rho": self.rho, "critic_only": float(critic_only)}
@@ -605,9 +616,7 @@ class LeanPPO:
             p = p.with_name(p.name + ".zip")
         p.parent.mkdir(parents=True, exist_ok=True)
         self.model.num_timesteps = self.num_timesteps
-        tmp = p.with_name(f".{p.stem}.tmp.zip")
-        self.model.save(tmp)
-        tmp.replace(p)
+        save_model_atomic(self.model, p)  # a full disk: a named error, no temporary file left
         cfg = asdict(self.cfg)
         cfg["net_arch"] = list(cfg["net_arch"])
         if config is not None and config.to_dict() != self.config.to_dict():

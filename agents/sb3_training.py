@@ -21,7 +21,9 @@ from agents.artefacts import read_json_object
 from agents.callbacks import (
     AtomicCheckpointCallback,
     EfficiencyEvalCallback,
+    FiniteGuardCallback,
     RolloutStatsCallback,
+    TrainingDiverged,
     load_checkpoint,
     read_evaluations,
     save_model_atomic,
@@ -30,6 +32,7 @@ from agents.callbacks import (
     vecnormalize_path,
 )
 from agents.ppo import PPOAgent, atomic_write_json, model_predictor, write_sidecar
+from agents.run_dir import write_run_args
 from agents.wrappers import TrainingWrapper
 from envs.scenarios import load_scenario
 from envs.server_farm import ServerFarmEnv
@@ -176,14 +179,19 @@ def train_sb3(a: Any) -> dict[str, Any]:
     if a.resume and loaded is None:
         print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
     start_steps = 0
+    # SB3 runs whole rollouts: a run ends at the total rounded up to them, and a checkpoint at
+    # that step (a run interrupted in its final evaluation) finishes the run
+    per = a.n_steps * a.n_envs
+    end = max(1, math.ceil(a.total_timesteps / per)) * per
     if loaded is not None:
         model, venv, ckpt, start_steps = loaded
-        if start_steps > a.total_timesteps:
+        if start_steps > end:
             venv.close()
             raise ValueError(
-                f"--resume: --total-timesteps {a.total_timesteps:,} is below the "
-                f"{start_steps:,} timesteps of the run's checkpoint {ckpt}; a run cannot be "
-                "shortened (its result is in summary.json): give a larger total to train on"
+                f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start_steps:,} "
+                f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
+                f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
+                "summary.json): give a larger total to train on"
             )
         # fresh random streams for the continuation (the first ones were seeded with a.seed)
         model.set_random_seed(a.seed + model.num_timesteps)
@@ -192,7 +200,7 @@ def train_sb3(a: Any) -> dict[str, Any]:
         if a.normalize_reward:
             venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
         model = new_model(a, venv, tb_dir)
-    atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
+    write_run_args(out, a, config)
 
     # reference points, computed once per run directory
     ref_file = out / "references.json"
@@ -240,8 +248,9 @@ def train_sb3(a: Any) -> dict[str, Any]:
     checkpointer = AtomicCheckpointCallback(a.checkpoint_freq, ckpt_dir, verbose=a.verbose)
     # SB3's own progress bar, as a callback of ours so that an interruption can close it
     progress = ProgressBarCallback() if a.progress_bar else None
+    # the guard first: a diverged model is neither evaluated nor saved
     callbacks = CallbackList(
-        [RolloutStatsCallback(refs.pas.efficiency), evaluator, checkpointer]
+        [FiniteGuardCallback(), RolloutStatsCallback(refs.pas.efficiency), evaluator, checkpointer]
         + ([progress] if progress is not None else [])
     )
     remaining = max(0, a.total_timesteps - start_steps)
@@ -254,10 +263,14 @@ def train_sb3(a: Any) -> dict[str, Any]:
                 reset_num_timesteps=loaded is None,
                 tb_log_name="ppo",
             )
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TrainingDiverged) as err:
             if progress is not None and getattr(progress, "pbar", None) is not None:
                 progress.pbar.close()
+            # the snapshot of the latest rollout start precedes the update that diverged
             saved = checkpointer.save_interrupted()
+            if isinstance(err, TrainingDiverged):
+                kept = f"checkpoint {saved[0]}" if saved is not None else "the checkpoints"
+                raise TrainingDiverged(f"{err}; kept {kept}, the last finite one") from None
             again = f"continue with: python train.py --output-dir {out} --resume"
             if saved is not None:
                 what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"

@@ -36,10 +36,11 @@ import numpy as np
 import torch
 
 from agents.artefacts import read_json_object, read_model_sidecar
-from agents.callbacks import list_checkpoints, newest_loadable, read_evaluations
+from agents.callbacks import TrainingDiverged, list_checkpoints, newest_loadable, read_evaluations
 from agents.farm_settings import policy_warmup
 from agents.lean_ppo import LeanPPO, LeanPPOConfig, masked_logits, numpy_predictor
 from agents.ppo import PPOAgent, atomic_write_json, sidecar_path
+from agents.run_dir import write_run_args
 from agents.selection import (
     BestModelSelector,
     PairedComparison,
@@ -323,13 +324,18 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     loaded = _load_newest(ckpt_dir, a) if a.resume else None
     if a.resume and loaded is None:
         print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+    per = a.n_steps * a.n_envs
+    # training runs whole rollouts: a run ends at the total rounded up to them, and a
+    # checkpoint at that step (a run interrupted in its final evaluation) finishes the run
+    end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
     if loaded is not None:
         trainer, ckpt, start = loaded
-        if start > a.total_timesteps:
+        if start > end:
             raise ValueError(
                 f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start:,} "
-                f"timesteps of the run's checkpoint {ckpt}; a run cannot be shortened (its result "
-                "is in summary.json): give a larger total to train on"
+                f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
+                f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
+                "summary.json): give a larger total to train on"
             )
         print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
         started_from = None  # the first run's summary says
@@ -361,10 +367,8 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
                   f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
         trainer.save(_ckpt_path(ckpt_dir, 0), **side)
         trainer.save(out / START_MODEL, **side)  # the start, for the confirmation (below)
-    per = a.n_steps * a.n_envs
-    end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
     trainer.schedule_total = end
-    atomic_write_json(out / "args.json", dataclasses.asdict(a) | {"resume": False})
+    write_run_args(out, a, config)
 
     ref_file = out / "references.json"
     if ref_file.exists():
@@ -455,10 +459,10 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     if remaining > 0:
         try:
             trainer.learn(remaining, callback)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TrainingDiverged) as err:
             if bar is not None:
                 bar.close()
-            again = f"continue with: python train.py --output-dir {out} --resume"
+            # the snapshot of the latest update is finite (a diverged update raises first)
             if snap.steps == start:
                 what = f"nothing trained since the checkpoint at {start:,} timesteps"
             else:
@@ -466,6 +470,9 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
                 if state["last_ckpt"] != snap.steps:
                     checkpoint()
                 what = f"saved checkpoint {_ckpt_path(ckpt_dir, snap.steps)} ({snap.steps:,} timesteps)"
+            if isinstance(err, TrainingDiverged):
+                raise TrainingDiverged(f"{err}; {what}, the last finite one") from None
+            again = f"continue with: python train.py --output-dir {out} --resume"
             print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
             raise SystemExit(130) from None
     if bar is not None:
