@@ -58,6 +58,9 @@ class DiskWriteError(OSError):
     """A model or statistics file could not be written (disk full, file too large, ...): the
     message names the file; the temporary file is removed and the files saved before stay."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def _write_error(path: Path, err: OSError) -> DiskWriteError:
     why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file too large for the "

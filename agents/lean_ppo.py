@@ -486,7 +486,7 @@ class LeanPPO:
                     if cfg.pas_anchor > 0:
                         loss = loss + cfg.pas_anchor * terms["anchor"]
                 if not bool(torch.isfinite(loss)):  # stop before a step spreads it
-                    raise diverged(self.num_timesteps, f"the loss is {float(loss)}")
+                    raise diverged(self.num_timesteps, f"the loss is {float(loss.detach())}")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)

@@ -18,6 +18,7 @@ the file, so only do it for files you trust as you would trust a Python script.
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 from collections.abc import Callable, Mapping
@@ -26,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from agents.artefacts import read_model_sidecar, read_sb3_zip, sidecar_path
+from agents.artefacts import MAX_ZIP_BYTES, read_model_sidecar, read_sb3_zip, sidecar_path
 from baselines.base import Policy
 from envs.config import FarmConfig, farm_from_dict
+from envs.files import read_regular_file
 from envs.observation import check_action_mode, n_actions, obs_size
 from envs.symmetry import GroupView
 from evaluation.report import atomic_write, to_json
@@ -327,7 +329,8 @@ class PPOAgent(Policy):
         if trust_pickle:
             from sb3_contrib import MaskablePPO
 
-            return cls(MaskablePPO.load(p, device=device), config, mode, meta)
+            raw = read_regular_file(p, MAX_ZIP_BYTES, expected="a model .zip")  # no FIFO
+            return cls(MaskablePPO.load(io.BytesIO(raw), device=device), config, mode, meta)
         try:
             net = _network_mode(mode, (meta.get("policy") or {}).get("network_mode"))
         except ValueError as err:
