@@ -30,6 +30,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.artefacts import ArtefactError, read_json_object, read_model_sidecar, read_sb3_zip
 from agents.ppo import model_predictor
+from envs.files import read_regular_file
 from evaluation.measure import EfficiencyEstimate, References
 from evaluation.stats import gaps
 
@@ -185,8 +186,9 @@ def read_evaluations(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         return []
+    raw = read_regular_file(p, 1 << 30, expected="an evaluations log (JSON lines)")
     out = []
-    for line in p.read_text().splitlines():
+    for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
