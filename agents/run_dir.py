@@ -130,13 +130,19 @@ class RunDirLock:
                 ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:
                 owner = os.read(fd, 64).decode(errors="replace").strip()
                 os.close(fd)
                 raise RunDirBusy(
                     f"--output-dir {self.path.parent} is in use by another train.py (pid "
                     f"{owner or '?'}, lock file {self.path}); wait for it to finish, or choose "
                     "another --output-dir"
+                ) from None
+            except OSError as err:  # a file system without locks (some network mounts)
+                os.close(fd)
+                raise ValueError(
+                    f"--output-dir {self.path.parent}: cannot lock {self.path} ({err.strerror}); "
+                    "use a directory on a local file system"
                 ) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
