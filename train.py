@@ -22,7 +22,9 @@ command line. The sb3 trainer reads the file's ``sb3``, ``sb3:<scenario>`` and
 A run directory (``--output-dir``, default ``runs/<scenario>-<mode>-s<seed>``) receives
 ``args.json`` (the resolved arguments: replay a run with ``--args-file``), ``checkpoints/``,
 ``evaluations.jsonl``, TensorBoard logs in ``tb/``, ``best_model.zip`` and ``final_model.zip``
-(each with its JSON sidecar for ``agents.ppo.PPOAgent.load``) and ``summary.json``.
+(each with its JSON sidecar for ``agents.ppo.PPOAgent.load``) and ``summary.json``; while a run
+is going, ``train.lock`` (its pid: a second run into the directory is refused, see
+``agents.run_dir``). ``--resume`` needs ``args.json`` and the farm it records, unchanged.
 See docs/training.md.
 """
 
@@ -191,7 +193,10 @@ class Args:
     )
     resume: bool = field(
         default=False,
-        metadata={"help": "continue the run in --output-dir from its last checkpoint"},
+        metadata={
+            "help": "continue the run in --output-dir from its last checkpoint (needs its "
+            "args.json; the farm must be the one it records)"
+        },
     )
     progress_bar: bool = field(default=True, metadata={"help": "show a progress bar"})
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard logs"})
