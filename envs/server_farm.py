@@ -19,6 +19,7 @@ from envs.observation import (
     level_offsets,
     n_actions,
     n_interval_features,
+    n_sleep_features,
     obs_size,
 )
 from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
@@ -68,7 +69,9 @@ def pack_env(
             "A": config.n_servers if server else len(act_r),
             "L": n_hist,
             "NIV": n_interval_features(config),
-            "OBSBASE": config.n_servers if server else n_hist,
+            "OBSBASE": (config.n_servers if server else n_hist)
+            + n_sleep_features(config, action_mode),
+            "SLEEP": int(config.has_sleep),
             "MAXSTEPS": int(max_steps),
         },
         itables={

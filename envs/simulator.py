@@ -24,6 +24,7 @@ from envs import kernels as kn
 from envs.config import FarmConfig
 from envs.kernels import schema
 
+MODE_ON, MODE_SETUP, MODE_OFF = kn.MODE_ON, kn.MODE_SETUP, kn.MODE_OFF  # right-sizing modes
 BUILTIN_POLICIES = {"priority": kn.POLICY_PRIORITY, "random": kn.POLICY_RANDOM}
 
 
@@ -135,6 +136,11 @@ class FarmSimulator:
         force_general: bool = False,
     ):
         self.config = c = config
+        if force_general and c.has_sleep:
+            raise ValueError(
+                "force_general: right-sizing (groups with sleep) runs in its own exponential "
+                "event loop only; leave force_general False"
+            )
         self.general = force_general or not c.all_exponential
         self._dummy_table = np.zeros((c.n_groups, c.max_buffer + 1))
         self._rng: np.random.Generator | None = None
@@ -148,7 +154,7 @@ class FarmSimulator:
         """Use the packed buffers ``ib``/``fb`` (layout: ``envs.kernels.schema``; a vector env binds
         its simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
         self._ib, self._fb = ib, fb
-        self._tag = kn.kind_tag(self.general)  # selects the compiled event loop
+        self._tag = kn.kind_tag(self.general, self.config.has_sleep)  # selects the event loop
         v = schema.simulator_views(ib, fb)
         self._server_group, self._group_count, self._buffers = v["SG"], v["GC"], v["BUF"]
         self._jg_ptr, self._jg_idx, self._hbase, self._dist = (
@@ -167,6 +173,8 @@ class FarmSimulator:
         if self.general:
             self._vwork, self._tlast, self._jobs = v["VWORK"], v["TLAST"], v["JOBS"]
             self._dheap, self._dpos, self._dkey = v["DHEAP"], v["DPOS"], v["DKEY"]
+        self._modes = v["MODE"]  # right-sizing: per-server modes (empty without)
+        self._mode_counts = v["MCNT"]
         if self._rng is not None:
             kn.rng_pointers(self._rng, self._rng_ptrs)
 
@@ -242,6 +250,23 @@ class FarmSimulator:
     def pending_job_type(self) -> int:
         """Job type of the arrival waiting for a decision, or -1."""
         return int(self._isc[kn.PENDING])
+
+    @property
+    def modes(self) -> np.ndarray:
+        """int64[S] (a copy): each server's mode with right-sizing, ``MODE_ON`` (0), ``MODE_SETUP``
+        (1) or ``MODE_OFF`` (2); all ON for a farm without ``sleep``."""
+        if self._modes.shape[0] == 0:
+            return np.zeros(self.config.n_servers, dtype=np.int64)
+        return self._modes.copy()
+
+    @property
+    def mode_counts(self) -> np.ndarray:
+        """int64[K, 2]: servers of each group that are off and in setup (zeros without sleep)."""
+        out = np.zeros((self.config.n_groups, 2), dtype=np.int64)
+        if self._mode_counts.shape[0]:
+            out[:, 0] = self._mode_counts[:, 2]
+            out[:, 1] = self._mode_counts[:, 0]
+        return out
 
     @property
     def jobs_in_system(self) -> int:
@@ -403,8 +428,9 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
     counts = np.array([g.count for g in c.groups])
     sets = _level_sets(counts, c.buffers, B1)
     dims = {"S": S, "K": K, "J": J, "B1": B1, "NI": c.n_intervals, "GEN": int(general),
-            "NQ": len(jg_idx), "NH": off, "NSET": len(sets)}  # fmt: skip
-    return schema.pack_simulator(dims, {
+            "NQ": len(jg_idx), "NH": off, "NSET": len(sets), "SLP": int(c.has_sleep)}  # fmt: skip
+    extra = {"ZPAR": _sleep_table(c)} if c.has_sleep else {}
+    return schema.pack_simulator(dims, {**extra,
         "SG": c.server_group, "GC": counts, "BUF": c.buffers, "JGP": jg_ptr, "JGI": jg_idx,
         "HBASE": hbase, "DIST": np.array([d.code for d in sizes]), "SETS": sets,
         "MU": c.mu_table, "PW": c.power_table, "CR": np.cumsum(c.arrival_rates, axis=1),
@@ -452,3 +478,16 @@ def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
         sets[schema.SETS["S_" + f.name]] = layout[f.name]
         sets[layout[f.name] : layout[f.name] + len(tables[f.name])] = tables[f.name]
     return sets
+
+
+def _sleep_table(c: FarmConfig) -> np.ndarray:
+    """float64[K, 4] per group: off power, setup rate, setup power, idle-timeout rate (the
+    ``ZPAR`` field; a group without ``sleep`` never switches off: rate 0)."""
+    out = np.zeros((c.n_groups, 4))
+    for k, g in enumerate(c.groups):
+        z = g.sleep
+        if z is None:
+            out[k] = (g.idle_power, 1.0, g.idle_power, 0.0)
+        else:
+            out[k] = (z.power, z.setup_rate, z.setup_power, z.idle_timeout_rate)
+    return out

@@ -24,6 +24,7 @@ from envs.kernels.layout import (
     E_OBJ,
     E_OBSBASE,
     E_RUNNING,
+    E_SLEEP,
     E_STEPS,
     E_WARMUP,
     E_WPOL,
@@ -67,6 +68,8 @@ from envs.kernels.layout import (
     U_ISC,
     U_JGI,
     U_JGP,
+    U_MCNT,
+    U_MODE,
     U_MU,
     U_OCC,
     U_SETS,
@@ -131,6 +134,24 @@ def _eta(eib, efb):
     return efb[EF_ETAW] / efb[EF_ETAE] if efb[EF_ETAE] > 0 else 0.0
 
 
+@kernel_njit()
+def _observe_modes(u, eib, obs):
+    """The right-sizing block after the occupancies (``envs.observation``): per server its mode
+    / 2 (0 on, 0.5 setup, 1 off), or per group the shares of its servers off and in setup."""
+    gc = u[U_GC]
+    if eib[E_MODE] == MODE_SERVER:
+        mode = u[U_MODE]
+        S = mode.shape[0]
+        for s in range(S):
+            obs[S + s] = np.float32(mode[s] * 0.5)
+    else:
+        mcnt = u[U_MCNT]
+        lo = eib[E_L]
+        for k in range(gc.shape[0]):
+            obs[lo + 2 * k] = np.float32(mcnt[k, 2] / gc[k])
+            obs[lo + 2 * k + 1] = np.float32(mcnt[k, 0] / gc[k])
+
+
 @kernel_njit(inline="always")
 def _observe(u, eib, efb, obs, mask):
     """Mask and observation at the pending decision epoch (as ServerFarmEnv's Python code)."""
@@ -164,6 +185,8 @@ def _observe(u, eib, efb, obs, mask):
         hr, hc, hi = eib[EO_HISTR], eib[EO_HISTC], eib[EFO_HINV]
         for i in range(eib[E_L]):
             obs[i] = np.float32(hsize[eib[hr + i], eib[hc + i]] * efb[hi + i])
+    if eib[E_SLEEP]:
+        _observe_modes(u, eib, obs)
     base = eib[E_OBSBASE]
     obs[base:] = 0.0
     niv = eib[E_NIV]
