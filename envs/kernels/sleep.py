@@ -21,7 +21,8 @@ uniformly. A departure draws (group, level) by ON rate, then a uniform server of
 until it is ON (rejection: levels hold ON and SETUP servers alike).
 
 The farm-wide rates live in ``fs`` as in the base loop (W: service of ON servers, P, C by mode)
-with the setup and timeout totals G, A summed from ``mcnt`` at each event (O(K)). The base model's
+kept in local variables during a call as there, with the setup and timeout totals G, A summed
+from ``mcnt`` at each event (O(K)). The base model's
 loops do not contain any of this: a farm without ``sleep`` never runs this module's code.
 """
 
@@ -32,10 +33,12 @@ import numpy as np
 from envs.kernels.cache import kernel_njit
 from envs.kernels.dispatch import (
     POLICY_EXTERNAL,
+    POLICY_PRIORITY,
     choose_server,
     has_vacancy,
     level_constant,
     next_boundary,
+    pick_priority_kb,
     pick_type,
 )
 from envs.kernels.intrinsics import borrow
@@ -175,7 +178,7 @@ def loop_sleep(
     policy, table, n_epochs,
 ):  # fmt: skip
     """As :func:`envs.kernels.exponential.loop_exponential` (same arguments and return, same
-    stopping rules) for a farm with right-sizing; the state lives in ``fs`` (no local copies)."""
+    stopping rules) for a farm with right-sizing."""
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)
     crates, prices, occ, hdata = borrow(crates), borrow(prices), borrow(occ), borrow(hdata)
@@ -186,37 +189,57 @@ def loop_sleep(
     sv = set_views(sets)
     nfmin, tbase, nlev, lvoff, goff, sbuf = sv
     levelconst = level_constant(table, buffers)
+    fastpick = policy == POLICY_PRIORITY and levelconst
     K = buffers.shape[0]
     NI = crates.shape[0]
     JL = crates.shape[1] - 1
     iv = isc[INTERVAL]
     price = prices[iv]
     done = 0
+    # the clock, integrals and rates in local variables (registers) during the loop, written
+    # back to fs at an interval boundary and on return, as in the base loop
+    t, work, energy, cost, jobtime = fs[T], fs[WORK], fs[ENERGY], fs[COST], fs[JOBTIME]
+    W, P, C, nj = fs[WRATE], fs[PRATE], fs[CRATE], fs[NJOBS]
     while True:
         # setup and timeout totals summed afresh (O(K)): exact, no drift to guard against
         G, A = _totals(mcnt, zpar)
         lam = crates[iv, JL]
-        W = fs[WRATE]
         total = lam + W + G + A
         dt = rng.standard_exponential() / total if total > 0.0 else np.inf
         if NI > 1:
-            boundary = next_boundary(fs[T], interval_length)
-            if fs[T] + dt >= boundary:
-                _advance(fs, boundary - fs[T])
-                fs[T] = boundary
+            boundary = next_boundary(t, interval_length)
+            if t + dt >= boundary:
+                d = boundary - t
+                work += W * d
+                energy += P * d
+                cost += C * d
+                jobtime += nj * d
+                t = boundary
                 iv = int(np.floor(boundary / interval_length + 0.5)) % NI
                 isc[INTERVAL] = iv
                 price = prices[iv]
                 sleep_rates(occ, server_group, mu, pw, price, mode, zpar, fs)
+                W, P, C = fs[WRATE], fs[PRATE], fs[CRATE]
                 continue
-        _advance(fs, dt)
+        work += W * dt
+        energy += P * dt
+        cost += C * dt
+        jobtime += nj * dt
+        t += dt
         u = rng.random() * total
         dw = 0.0
         dp = 0.0
         if u < lam:
             j = pick_type(crates[iv], rng)
             cnt[0, j] += 1
-            if not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count):
+            if fastpick:  # PAS-like tables: the pick is also the vacancy check
+                s, k, b = pick_priority_kb(
+                    j, table, True, jg_ptr, jg_idx, buffers, hsize, sets, sv, occ
+                )
+                blocked = s < 0
+            else:
+                blocked = not has_vacancy(j, jg_ptr, jg_idx, buffers, hsize, group_count)
+            if blocked:
                 cnt[2, j] += 1
                 isc[BLOCKED_LEFT] -= 1
                 if isc[BLOCKED_LEFT] == 0:
@@ -226,13 +249,14 @@ def loop_sleep(
             if policy == POLICY_EXTERNAL:
                 isc[PENDING] = j
                 break
-            s, k, b = choose_server(
-                policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase, hsize,
-                group_count, sets, sv, occ,
-            )  # fmt: skip
+            if not fastpick:
+                s, k, b = choose_server(
+                    policy, j, table, levelconst, rng, jg_ptr, jg_idx, buffers, hdata, hbase,
+                    hsize, group_count, sets, sv, occ,
+                )  # fmt: skip
             dw, dp = sleep_accept(s, k, occ, hdata, hpos, hbase, hsize, sets, sv, mu, pw, zpar,
                                   mode, mlist, mpos, mcnt, scnt)  # fmt: skip
-            fs[NJOBS] += 1.0
+            nj += 1.0
             cnt[1, j] += 1
             done += 1
         elif u < lam + W:
@@ -253,7 +277,7 @@ def loop_sleep(
             dp = pw[k, nb] - pw[k, b]
             if nb == 0:
                 dp += _idle(s, k, goff, pw, zpar, mode, mlist, mpos, mcnt)
-            fs[NJOBS] -= 1.0
+            nj -= 1.0
             isc[DEPARTURES] += 1
         elif u < lam + W + G:
             k = _pick_group(u - lam - W, zpar, mcnt, Z_GAMMA, L_SETUP)
@@ -279,21 +303,14 @@ def loop_sleep(
             mode[s] = MODE_OFF
             mcnt[k, C_OFF] += 1
             dp = zpar[k, Z_OFF] - pw[k, 0]
-        fs[WRATE] += dw
-        fs[PRATE] += dp
-        fs[CRATE] += price[k] * dp
+        W += dw
+        P += dp
+        C += price[k] * dp
         if done >= n_epochs:
             break
+    fs[T], fs[WORK], fs[ENERGY], fs[COST], fs[JOBTIME] = t, work, energy, cost, jobtime
+    fs[WRATE], fs[PRATE], fs[CRATE], fs[NJOBS] = W, P, C, nj
     return done
-
-
-@kernel_njit(inline="always")
-def _advance(fs, dt):
-    fs[WORK] += fs[WRATE] * dt
-    fs[ENERGY] += fs[PRATE] * dt
-    fs[COST] += fs[CRATE] * dt
-    fs[JOBTIME] += fs[NJOBS] * dt
-    fs[T] += dt
 
 
 @kernel_njit(inline="always")
