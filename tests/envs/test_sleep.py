@@ -299,3 +299,23 @@ def test_env_without_sleep_keeps_its_spaces() -> None:
     c = farm_from_dict(_farm(sleep_a=None))
     assert obs_size(c, "server") == c.n_servers + c.n_job_types
     assert ServerFarmEnv(c).observation_space.shape == (c.n_servers + c.n_job_types,)
+
+
+def test_vector_env_with_sleep_matches_single_envs() -> None:
+    """The vector env's compiled batch runs the right-sizing loop as the single env does."""
+    from envs.vector import ServerFarmVectorEnv
+
+    c = farm_from_dict(_farm(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
+    venv = ServerFarmVectorEnv(num_envs=2, scenario=c, action_mode="group", max_episode_steps=0)
+    obs, infos = venv.reset(seed=[3, 4])
+    envs = [ServerFarmEnv(c, action_mode="group") for _ in range(2)]
+    singles = [e.reset(seed=s) for e, s in zip(envs, (3, 4), strict=True)]
+    for e in range(2):
+        np.testing.assert_array_equal(obs[e], singles[e][0])
+    for _ in range(200):
+        acts = np.array([np.flatnonzero(m)[-1] for m in infos["action_mask"]])
+        obs, _, _, _, infos = venv.step(acts)
+        for e in range(2):
+            o, _, _, _, info = envs[e].step(int(acts[e]))
+            np.testing.assert_array_equal(obs[e], o)
+            assert infos["mean_response_time"][e] == info["mean_response_time"]
