@@ -44,6 +44,7 @@ from envs.validation import (
     require,
     schedule,
     server_group_fields,
+    sleep_fields,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "GroupConfig",
     "JobSizeConfig",
     "JobTypeConfig",
+    "SleepConfig",
     "farm_from_dict",
     "job_size_from_spec",
 ]
@@ -117,6 +119,24 @@ class JobSizeConfig:
 
 
 @dataclass(frozen=True)
+class SleepConfig:
+    """Dynamic right-sizing of a group (its ``sleep`` mapping): an idle server switches off at
+    rate ``idle_timeout_rate`` (inf: at once; 0: never) and then draws ``power``; a job sent to
+    an off server wakes it: exponential setup at rate ``setup_rate`` drawing ``setup_power``,
+    during which arriving jobs wait (none is served). Semantics: ``docs/latency.md``."""
+
+    power: float
+    setup_rate: float
+    setup_power: float
+    idle_timeout_rate: float
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.idle_timeout_rate
+        return {"power": self.power, "setup_rate": self.setup_rate,
+                "setup_power": self.setup_power, "idle_timeout_rate": "inf" if math.isinf(a) else a}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class GroupConfig:
     """A group of ``count`` identical processor-sharing servers.
 
@@ -132,6 +152,7 @@ class GroupConfig:
     idle_power: float
     buffer: int
     price: tuple[float, ...] = (1.0,)
+    sleep: SleepConfig | None = None  # dynamic right-sizing (None: always on)
 
     @property
     def is_on_off(self) -> bool:
@@ -157,6 +178,8 @@ class GroupConfig:
         if self.price != (1.0,):
             # a schedule stays a list even when constant: its length is the number of intervals
             out["price"] = list(self.price) if len(self.price) > 1 else self.price[0]
+        if self.sleep is not None:
+            out["sleep"] = self.sleep.to_dict()
         return out
 
 
@@ -254,6 +277,11 @@ class FarmConfig:
     @property
     def is_on_off(self) -> bool:
         return all(g.is_on_off for g in self.groups)
+
+    @property
+    def has_sleep(self) -> bool:
+        """Some group has dynamic right-sizing (a ``sleep`` mapping)."""
+        return any(g.sleep is not None for g in self.groups)
 
     @property
     def all_exponential(self) -> bool:
@@ -424,7 +452,8 @@ def _stretch(values: tuple[float, ...], n: int) -> list[float]:
 # validation (the shared primitives and limits are in envs.validation)
 # ---------------------------------------------------------------------------------------------
 _TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval_length"}
-_GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price"}
+_GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price",
+               "sleep"}  # fmt: skip
 _JOB_KEYS = {"name", "arrival_rate", "groups", "job_size"}
 
 
@@ -483,7 +512,8 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         names[gname] = i
         count, mu, eps, eps0, buf = server_group_fields(g, w)
         price = schedule(g.get("price", 1.0), f"{w}.price", positive=True)
-        groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price))
+        sleep = SleepConfig(*sleep_fields(g["sleep"], f"{w}.sleep")) if "sleep" in g else None
+        groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price, sleep))
 
     default_size = job_size_from_spec(
         d.get("job_size", {"distribution": "exponential"}), "job_size"
@@ -534,7 +564,18 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         description=str(d.get("description", "")),
     )
     _check_simulable(config)
+    _check_sleep(config)
     return config
+
+
+def _check_sleep(config: FarmConfig) -> None:
+    """Right-sizing runs in the exponential event loop only (a setup is a memoryless phase)."""
+    if config.has_sleep and not config.all_exponential:
+        k = next(i for i, g in enumerate(config.groups) if g.sleep is not None)
+        raise ConfigError(
+            f"groups[{k}] ({config.groups[k].name}).sleep: right-sizing needs exponential job "
+            "sizes; remove the non-exponential job_size or the sleep mappings"
+        )
 
 
 def _check_simulable(config: FarmConfig) -> None:

@@ -18,7 +18,13 @@ described by a :class:`FarmDistribution` (every range is a field, validated once
   its own groups, scaled so that the farm's normalised load rho is the drawn load (so no type
   floods a small set of groups);
 * a share of the farms with **general job sizes** (deterministic, Erlang, hyperexponential,
-  lognormal, Pareto; mean 1).
+  lognormal, Pareto; mean 1);
+* optionally (``sleep_share`` > 0; 0 by default) **dynamic right-sizing**: each group sleeps with
+  probability ``sleep_share``: off at a fraction of its idle power, exponential setup at a rate
+  in ``setup_rate`` drawing idle power plus a fraction of its extra busy power, switching off
+  when idle at once (probability ``instant_off_share``) or at a log-uniform rate in
+  ``idle_timeout_rate``. These draws come from a second stream of the seed, so the rest of the
+  farm is the one drawn without them; a farm with a sleeping group has exponential job sizes.
 
 Seeds: a farm is a deterministic function of ``(seed, distribution)``. Training draws seeds below
 :data:`HELD_OUT_SEEDS`\\ ``.start``; evaluations of generalisation use seeds in
@@ -65,6 +71,12 @@ class FarmDistribution:
     state_dependent_share: float = 0.3  # probability that a group (with B >= 2) speed-scales
     general_size_share: float = 0.2  # probability that a farm has general job sizes
     set_structures: tuple[str, ...] = SET_STRUCTURES
+    sleep_share: float = 0.0  # probability that a group has right-sizing (sleep)
+    instant_off_share: float = 0.3  # probability that a sleeping group switches off at once
+    sleep_power: tuple[float, float] = (0.01, 0.5)  # off power, fraction of idle power
+    setup_rate: tuple[float, float] = (0.2, 2.0)
+    setup_power: tuple[float, float] = (0.2, 1.2)  # idle + this fraction of the extra busy power
+    idle_timeout_rate: tuple[float, float] = (0.1, 10.0)  # log-uniform
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -201,4 +213,26 @@ def sample_farm(
     }
     if rng.random() < d.general_size_share:
         spec["job_size"] = _job_size(rng)
+    if d.sleep_share > 0 and _add_sleep(np.random.default_rng([seed, 1]), d, groups):
+        spec.pop("job_size", None)
     return farm_from_dict(spec)
+
+
+def _add_sleep(rng: np.random.Generator, d: FarmDistribution, groups: list[dict]) -> bool:
+    """Give each group a ``sleep`` mapping with probability ``d.sleep_share``; True if any."""
+    any_sleep = False
+    for g in groups:
+        if rng.random() >= d.sleep_share:
+            continue
+        busy = g["busy_power"][-1] if isinstance(g["busy_power"], list) else g["busy_power"]
+        eps0 = g["idle_power"]
+        lo, hi = d.idle_timeout_rate
+        alpha = round(math.exp(rng.uniform(math.log(lo), math.log(hi))), 4)
+        g["sleep"] = {
+            "power": round(eps0 * float(rng.uniform(*d.sleep_power)), 4),
+            "setup_rate": round(float(rng.uniform(*d.setup_rate)), 4),
+            "setup_power": round(eps0 + (busy - eps0) * float(rng.uniform(*d.setup_power)), 4),
+            "idle_timeout_rate": "inf" if rng.random() < d.instant_off_share else alpha,
+        }
+        any_sleep = True
+    return any_sleep

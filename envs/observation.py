@@ -13,6 +13,11 @@ Two action modes (see ``ServerFarmEnv``):
     "a server of group k currently holding b < B_k jobs". By exchangeability of a group's servers
     this loses no optimality, and neither space grows with the number of servers.
 
+Right-sizing (a group with ``sleep``, ``config.has_sleep``) appends the servers' modes after the
+occupancy block: in server mode one entry per server (0 on, 0.5 in setup, 1 off), in group mode
+two per group (the shares of its servers that are off and in setup); masks are unchanged (an
+off server counts as holding 0 jobs).
+
 Time-varying scenarios (``config.is_time_varying``) insert a one-hot of the current interval of the
 arrival-rate / price schedule (``n_intervals`` entries) just before the job-type one-hot, so the
 job type is always the last J entries.
@@ -48,9 +53,16 @@ def n_interval_features(config: FarmConfig) -> int:
     return config.n_intervals if config.is_time_varying else 0
 
 
+def n_sleep_features(config: FarmConfig, mode: str) -> int:
+    """Length of the mode block (0 without right-sizing): S in server mode, 2K in group mode."""
+    if not config.has_sleep:
+        return 0
+    return config.n_servers if mode == "server" else 2 * config.n_groups
+
+
 def obs_size(config: FarmConfig, mode: str) -> int:
     state = config.n_servers if mode == "server" else int(hist_offsets(config)[-1])
-    return state + n_interval_features(config) + config.n_job_types
+    return state + n_sleep_features(config, mode) + n_interval_features(config) + config.n_job_types
 
 
 def n_actions(config: FarmConfig, mode: str) -> int:
@@ -123,6 +135,11 @@ def encode_occupancy(
     in those states, same float32 reciprocals included. Used to evaluate a policy state by state
     (``evaluation.exact``)."""
     check_action_mode(mode)
+    if config.has_sleep:
+        raise ValueError(
+            "config: a farm with right-sizing (sleep) has per-server modes in its state; "
+            "occupancies alone do not encode it"
+        )
     occ = np.asarray(occ, dtype=np.int64)
     if occ.ndim != 2 or occ.shape[1] != config.n_servers:
         raise ValueError(f"occ: expected shape (N, {config.n_servers}), got {occ.shape}")

@@ -19,6 +19,7 @@ from envs.observation import (
     level_offsets,
     n_actions,
     n_interval_features,
+    n_sleep_features,
     obs_size,
 )
 from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
@@ -68,7 +69,9 @@ def pack_env(
             "A": config.n_servers if server else len(act_r),
             "L": n_hist,
             "NIV": n_interval_features(config),
-            "OBSBASE": config.n_servers if server else n_hist,
+            "OBSBASE": (config.n_servers if server else n_hist)
+            + n_sleep_features(config, action_mode),
+            "SLEEP": int(config.has_sleep),
             "MAXSTEPS": int(max_steps),
         },
         itables={
@@ -366,6 +369,7 @@ class ServerFarmEnv(gym.Env):
             "efficiency": o[kn.X_EFFICIENCY],
             "blocking": o[kn.X_BLOCKING],
             "blocking_per_type": self._out[kn.N_OUT :].copy(),
+            "mean_response_time": np.float64(o[kn.X_RESPONSE]),  # Little's law, since reset
             "eta": o[kn.X_ETA],
             "invalid_action": o[kn.X_INVALID] != 0.0,
         }
@@ -507,7 +511,7 @@ class ServerFarmEnv(gym.Env):
     @property
     def running_stats(self) -> dict[str, float]:
         """Since the last reset: time, steps, throughput, power, efficiency (work / energy),
-        cost_efficiency (work / money) and blocking, as in ``info``."""
+        cost_efficiency (work / money), blocking and mean response time, as in ``info``."""
         o = self._out
         return {
             "time": float(o[kn.X_TIME]),
@@ -517,4 +521,5 @@ class ServerFarmEnv(gym.Env):
             "efficiency": float(o[kn.X_EFFICIENCY]),
             "cost_efficiency": float(o[kn.X_COSTEFF]),
             "blocking": float(o[kn.X_BLOCKING]),
+            "mean_response_time": float(o[kn.X_RESPONSE]),
         }

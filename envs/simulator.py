@@ -24,6 +24,7 @@ from envs import kernels as kn
 from envs.config import FarmConfig
 from envs.kernels import schema
 
+MODE_ON, MODE_SETUP, MODE_OFF = kn.MODE_ON, kn.MODE_SETUP, kn.MODE_OFF  # right-sizing modes
 BUILTIN_POLICIES = {"priority": kn.POLICY_PRIORITY, "random": kn.POLICY_RANDOM}
 
 
@@ -33,6 +34,9 @@ class SimStats:
 
     ``throughput`` is work served per unit time (= departure rate in the long run, sizes have mean
     1), ``power`` energy per unit time, ``efficiency`` = throughput / power (the objective).
+    ``job_time`` is the time integral of the number of jobs in the system, so by Little's law
+    ``mean_jobs_in_system`` = job_time / time and ``mean_response_time`` = job_time / accepted
+    jobs (a job's time from its acceptance to its departure).
     """
 
     time: float
@@ -44,6 +48,17 @@ class SimStats:
     blocked: np.ndarray  # int64[J]
     departures: int
     epochs: int
+    job_time: float = 0.0
+
+    @property
+    def mean_jobs_in_system(self) -> float:
+        return self.job_time / self.time if self.time > 0 else 0.0
+
+    @property
+    def mean_response_time(self) -> float:
+        """Mean time from acceptance to departure (Little's law), 0.0 before any acceptance."""
+        a = int(self.accepted.sum())
+        return self.job_time / a if a > 0 else 0.0
 
     @property
     def throughput(self) -> float:
@@ -83,6 +98,7 @@ class SimStats:
             self.blocked - other.blocked,
             self.departures - other.departures,
             self.epochs - other.epochs,
+            self.job_time - other.job_time,
         )
 
     def as_dict(self) -> dict[str, float | list[float]]:
@@ -94,6 +110,7 @@ class SimStats:
             "cost_efficiency": self.cost_efficiency,
             "blocking": self.blocking,
             "blocking_per_type": self.blocking_per_type.tolist(),
+            "mean_response_time": self.mean_response_time,
             "epochs": self.epochs,
         }
 
@@ -119,6 +136,11 @@ class FarmSimulator:
         force_general: bool = False,
     ):
         self.config = c = config
+        if force_general and c.has_sleep:
+            raise ValueError(
+                "force_general: right-sizing (groups with sleep) runs in its own exponential "
+                "event loop only; leave force_general False"
+            )
         self.general = force_general or not c.all_exponential
         self._dummy_table = np.zeros((c.n_groups, c.max_buffer + 1))
         self._rng: np.random.Generator | None = None
@@ -132,7 +154,7 @@ class FarmSimulator:
         """Use the packed buffers ``ib``/``fb`` (layout: ``envs.kernels.schema``; a vector env binds
         its simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
         self._ib, self._fb = ib, fb
-        self._tag = kn.kind_tag(self.general)  # selects the compiled event loop
+        self._tag = kn.kind_tag(self.general, self.config.has_sleep)  # selects the event loop
         v = schema.simulator_views(ib, fb)
         self._server_group, self._group_count, self._buffers = v["SG"], v["GC"], v["BUF"]
         self._jg_ptr, self._jg_idx, self._hbase, self._dist = (
@@ -151,6 +173,8 @@ class FarmSimulator:
         if self.general:
             self._vwork, self._tlast, self._jobs = v["VWORK"], v["TLAST"], v["JOBS"]
             self._dheap, self._dpos, self._dkey = v["DHEAP"], v["DPOS"], v["DKEY"]
+        self._modes = v["MODE"]  # right-sizing: per-server modes (empty without)
+        self._mode_counts = v["MCNT"]
         if self._rng is not None:
             kn.rng_pointers(self._rng, self._rng_ptrs)
 
@@ -228,6 +252,23 @@ class FarmSimulator:
         return int(self._isc[kn.PENDING])
 
     @property
+    def modes(self) -> np.ndarray:
+        """int64[S] (a copy): each server's mode with right-sizing, ``MODE_ON`` (0), ``MODE_SETUP``
+        (1) or ``MODE_OFF`` (2); all ON for a farm without ``sleep``."""
+        if self._modes.shape[0] == 0:
+            return np.zeros(self.config.n_servers, dtype=np.int64)
+        return self._modes.copy()
+
+    @property
+    def mode_counts(self) -> np.ndarray:
+        """int64[K, 2]: servers of each group that are off and in setup (zeros without sleep)."""
+        out = np.zeros((self.config.n_groups, 2), dtype=np.int64)
+        if self._mode_counts.shape[0]:
+            out[:, 0] = self._mode_counts[:, 2]
+            out[:, 1] = self._mode_counts[:, 0]
+        return out
+
+    @property
     def jobs_in_system(self) -> int:
         return int(self.occ.sum())
 
@@ -243,7 +284,21 @@ class FarmSimulator:
             blocked=cnt[2].copy(),
             departures=int(isc[kn.DEPARTURES]),
             epochs=int(isc[kn.EPOCHS]),
+            job_time=float(fs[kn.JOBTIME]),
         )
+
+    @property
+    def mean_jobs_in_system(self) -> np.float64:
+        """Time-average number of jobs in the system since the last reset."""
+        t = self._fs[kn.T]
+        return self._fs[kn.JOBTIME] / t if t > 0 else np.float64(0.0)
+
+    @property
+    def mean_response_time(self) -> np.float64:
+        """Mean response time (acceptance to departure) since the last reset, by Little's law:
+        the time integral of the jobs in the system over the jobs accepted (0.0 before any)."""
+        a = self._cnt[1].sum()
+        return self._fs[kn.JOBTIME] / a if a > 0 else np.float64(0.0)
 
     @property
     def work(self) -> float:
@@ -373,8 +428,9 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
     counts = np.array([g.count for g in c.groups])
     sets = _level_sets(counts, c.buffers, B1)
     dims = {"S": S, "K": K, "J": J, "B1": B1, "NI": c.n_intervals, "GEN": int(general),
-            "NQ": len(jg_idx), "NH": off, "NSET": len(sets)}  # fmt: skip
-    return schema.pack_simulator(dims, {
+            "NQ": len(jg_idx), "NH": off, "NSET": len(sets), "SLP": int(c.has_sleep)}  # fmt: skip
+    extra = {"ZPAR": _sleep_table(c)} if c.has_sleep else {}
+    return schema.pack_simulator(dims, {**extra,
         "SG": c.server_group, "GC": counts, "BUF": c.buffers, "JGP": jg_ptr, "JGI": jg_idx,
         "HBASE": hbase, "DIST": np.array([d.code for d in sizes]), "SETS": sets,
         "MU": c.mu_table, "PW": c.power_table, "CR": np.cumsum(c.arrival_rates, axis=1),
@@ -422,3 +478,16 @@ def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
         sets[schema.SETS["S_" + f.name]] = layout[f.name]
         sets[layout[f.name] : layout[f.name] + len(tables[f.name])] = tables[f.name]
     return sets
+
+
+def _sleep_table(c: FarmConfig) -> np.ndarray:
+    """float64[K, 4] per group: off power, setup rate, setup power, idle-timeout rate (the
+    ``ZPAR`` field; a group without ``sleep`` never switches off: rate 0)."""
+    out = np.zeros((c.n_groups, 4))
+    for k, g in enumerate(c.groups):
+        z = g.sleep
+        if z is None:
+            out[k] = (g.idle_power, 1.0, g.idle_power, 0.0)
+        else:
+            out[k] = (z.power, z.setup_rate, z.setup_power, z.idle_timeout_rate)
+    return out

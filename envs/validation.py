@@ -246,3 +246,28 @@ def count_argument(value: Any, name: str, *, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {value!r}")
     return int(value)
+
+
+SLEEP_KEYS = ("power", "setup_rate", "setup_power", "idle_timeout_rate")
+
+
+def sleep_fields(v: Any, where: str) -> tuple[float, float, float, float]:
+    """``(power, setup_rate, setup_power, idle_timeout_rate)`` of a group's ``sleep`` mapping
+    (dynamic right-sizing): the power of an off server, the rate gamma of its exponential setup,
+    the power during setup, and the rate alpha at which an idle server switches off
+    (``inf``, or the string ``"inf"``: at once; 0: never). All four are required."""
+    if not isinstance(v, Mapping):
+        raise ConfigError(f"{where}: expected a mapping with keys {list(SLEEP_KEYS)}, got {v!r}")
+    check_keys(v, set(SLEEP_KEYS), where)
+    for key in SLEEP_KEYS:
+        require(v, key, where)
+    power = number(v["power"], f"{where}.power", nonneg=True, bounded=True)
+    setup_rate = number(v["setup_rate"], f"{where}.setup_rate", positive=True, bounded=True)
+    setup_power = number(v["setup_power"], f"{where}.setup_power", nonneg=True, bounded=True)
+    alpha = v["idle_timeout_rate"]
+    if isinstance(alpha, str) and alpha.strip().lower() in ("inf", ".inf", "infinity"):
+        alpha = math.inf
+    if isinstance(alpha, (float, np.floating)) and math.isinf(alpha) and alpha > 0:
+        return power, setup_rate, setup_power, math.inf
+    alpha = number(alpha, f"{where}.idle_timeout_rate", nonneg=True, bounded=True)
+    return power, setup_rate, setup_power, alpha

@@ -24,11 +24,13 @@ from envs.kernels.layout import (
     E_OBJ,
     E_OBSBASE,
     E_RUNNING,
+    E_SLEEP,
     E_STEPS,
     E_WARMUP,
     E_WPOL,
     EF_BC,
     EF_BE,
+    EF_BN,
     EF_BT,
     EF_BW,
     EF_ETAE,
@@ -55,6 +57,7 @@ from envs.kernels.layout import (
     H_J,
     H_S,
     INTERVAL,
+    JOBTIME,
     N_OUT,
     PENDING,
     U_BUF,
@@ -65,6 +68,8 @@ from envs.kernels.layout import (
     U_ISC,
     U_JGI,
     U_JGP,
+    U_MCNT,
+    U_MODE,
     U_MU,
     U_OCC,
     U_SETS,
@@ -78,6 +83,7 @@ from envs.kernels.layout import (
     X_INVALID,
     X_JOB,
     X_POWER,
+    X_RESPONSE,
     X_REWARD,
     X_THROUGHPUT,
     X_TIME,
@@ -128,6 +134,24 @@ def _eta(eib, efb):
     return efb[EF_ETAW] / efb[EF_ETAE] if efb[EF_ETAE] > 0 else 0.0
 
 
+@kernel_njit()
+def _observe_modes(u, eib, obs):
+    """The right-sizing block after the occupancies (``envs.observation``): per server its mode
+    / 2 (0 on, 0.5 setup, 1 off), or per group the shares of its servers off and in setup."""
+    gc = u[U_GC]
+    if eib[E_MODE] == MODE_SERVER:
+        mode = u[U_MODE]
+        S = mode.shape[0]
+        for s in range(S):
+            obs[S + s] = np.float32(mode[s] * 0.5)
+    else:
+        mcnt = u[U_MCNT]
+        lo = eib[E_L]
+        for k in range(gc.shape[0]):
+            obs[lo + 2 * k] = np.float32(mcnt[k, 2] / gc[k])
+            obs[lo + 2 * k + 1] = np.float32(mcnt[k, 0] / gc[k])
+
+
 @kernel_njit(inline="always")
 def _observe(u, eib, efb, obs, mask):
     """Mask and observation at the pending decision epoch (as ServerFarmEnv's Python code)."""
@@ -161,6 +185,8 @@ def _observe(u, eib, efb, obs, mask):
         hr, hc, hi = eib[EO_HISTR], eib[EO_HISTC], eib[EFO_HINV]
         for i in range(eib[E_L]):
             obs[i] = np.float32(hsize[eib[hr + i], eib[hc + i]] * efb[hi + i])
+    if eib[E_SLEEP]:
+        _observe_modes(u, eib, obs)
     base = eib[E_OBSBASE]
     obs[base:] = 0.0
     niv = eib[E_NIV]
@@ -197,6 +223,10 @@ def _info(u, eib, efb, out, work, energy, cost, invalid):
         blk_sum += b
         out[N_OUT + j] = b / max(a, 1) if a > 0 else 0.0
     out[X_BLOCKING] = float(blk_sum) / arr_sum if arr_sum > 0 else 0.0
+    # Little's law: the time integral of the jobs in the system over the jobs accepted (the
+    # arrival waiting for this step's decision is counted in arr_sum but not yet accepted)
+    acc_sum = arr_sum - blk_sum - (1 if u[U_ISC][PENDING] >= 0 else 0)
+    out[X_RESPONSE] = (fs[JOBTIME] - efb[EF_BN]) / acc_sum if acc_sum > 0 else 0.0
     out[X_ETA] = _eta(eib, efb)
     out[X_INVALID] = 1.0 if invalid else 0.0
     out[X_JOB] = eib[E_JOB]
@@ -221,6 +251,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     efb[EF_BW] = fs[WORK]
     efb[EF_BE] = fs[ENERGY]
     efb[EF_BC] = fs[COST]
+    efb[EF_BN] = fs[JOBTIME]
     for j in range(cnt.shape[1]):
         eib[eib[EO_BARR] + j] = cnt[0, j]
         eib[eib[EO_BBLK] + j] = cnt[2, j]

@@ -18,8 +18,8 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # slots of fs (float64 state)
 (
-    T, WORK, ENERGY, COST, WRATE, PRATE, CRATE, NEXT_ARR,
-) = range(8)  # fmt: skip
+    T, WORK, ENERGY, COST, WRATE, PRATE, CRATE, NEXT_ARR, NJOBS, JOBTIME,
+) = range(10)  # fmt: skip
 
 # slots of isc (int64 state)
 (
@@ -28,18 +28,18 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # header of ib: dimensions (H_*), offsets of int (O_*) and float (P_*) fields
 (
-    H_S, H_K, H_J, H_B1, H_NI, H_GEN, H_NQ, H_NH, H_ILEN, H_FLEN, H_NSET, O_SG, O_GC, O_BUF, O_JGP,
-    O_JGI, O_HBASE, O_DIST, O_OCC, O_HDATA, O_HPOS, O_HSIZE, O_SETS, O_ISC, O_CNT, O_DHEAP, O_DPOS,
-    O_RNG, P_MU, P_PW, P_CR, P_PR, P_DPAR, P_IVL, P_FS, P_VWORK, P_TLAST, P_JOBS, P_DKEY,
-    HEADER_SIZE,
-) = range(40)  # fmt: skip
+    H_S, H_K, H_J, H_B1, H_NI, H_GEN, H_NQ, H_NH, H_ILEN, H_FLEN, H_NSET, H_SLP, O_SG, O_GC, O_BUF,
+    O_JGP, O_JGI, O_HBASE, O_DIST, O_OCC, O_HDATA, O_HPOS, O_HSIZE, O_SETS, O_ISC, O_CNT, O_DHEAP,
+    O_DPOS, O_RNG, O_MODE, O_MLIST, O_MPOS, O_MCNT, O_SCNT, P_MU, P_PW, P_CR, P_PR, P_DPAR, P_IVL,
+    P_FS, P_VWORK, P_TLAST, P_JOBS, P_DKEY, P_ZPAR, HEADER_SIZE,
+) = range(47)  # fmt: skip
 
 # positions in unpack's tuple
 (
     U_SG, U_GC, U_BUF, U_JGP, U_JGI, U_HBASE, U_DIST, U_OCC, U_HDATA, U_HPOS, U_HSIZE, U_ISC,
     U_CNT, U_DHEAP, U_DPOS, U_MU, U_PW, U_CR, U_PR, U_DPAR, U_IVL, U_FS, U_VWORK, U_TLAST, U_JOBS,
-    U_DKEY, U_SETS,
-) = range(27)  # fmt: skip
+    U_DKEY, U_SETS, U_MODE, U_MLIST, U_MPOS, U_MCNT, U_SCNT, U_ZPAR,
+) = range(33)  # fmt: skip
 
 # header of the sets field: dimensions, table offsets, first tree word
 (
@@ -49,20 +49,21 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 # eib: env slots (E_*), offsets of its tables (EO_*) and of efb's (EFO_*)
 (
     E_MODE, E_INVALID, E_OBJ, E_RUNNING, E_WARMUP, E_WPOL, E_NINV, E_JOB, E_A, E_L, E_NIV,
-    E_OBSBASE, E_STEPS, E_MAXSTEPS, E_DONE, EO_ACTR, EO_ACTC, EO_HISTR, EO_HISTC, EO_AVAIL,
-    EO_LOFF, EO_BARR, EO_BBLK, EFO_INVB, EFO_HINV, EFO_PAS, EFO_OUT, E_HEADER,
-) = range(28)  # fmt: skip
+    E_OBSBASE, E_STEPS, E_MAXSTEPS, E_DONE, E_SLEEP, EO_ACTR, EO_ACTC, EO_HISTR, EO_HISTC,
+    EO_AVAIL, EO_LOFF, EO_BARR, EO_BBLK, EFO_INVB, EFO_HINV, EFO_PAS, EFO_OUT, E_HEADER,
+) = range(29)  # fmt: skip
 
 # efb: env float slots (EF_*), then its tables
 (
-    EF_FIXETA, EF_TAU, EF_SCALE, EF_LAM, EF_ETAW, EF_ETAE, EF_BT, EF_BW, EF_BE, EF_BC, EF_HEADER,
-) = range(11)  # fmt: skip
+    EF_FIXETA, EF_TAU, EF_SCALE, EF_LAM, EF_ETAW, EF_ETAE, EF_BT, EF_BW, EF_BE, EF_BC, EF_BN,
+    EF_HEADER,
+) = range(12)  # fmt: skip
 
 # the env's out table: reward and info numbers (X_*), then blocking per type
 (
     X_REWARD, X_WORK, X_ENERGY, X_COST, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING,
-    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, N_OUT,
-) = range(15)  # fmt: skip
+    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, X_RESPONSE, N_OUT,
+) = range(16)  # fmt: skip
 
 
 @kernel_njit(inline="always")
@@ -80,7 +81,10 @@ def unpack(ib, fb):
     NQ = ib[H_NQ]
     NH = ib[H_NH]
     NSET = ib[H_NSET]
+    SLP = ib[H_SLP]
     ns = S if GEN else 0
+    nz = S if SLP else 0
+    kz = K if SLP else 0
     return (
         ib[ib[O_SG] : ib[O_SG] + S],
         ib[ib[O_GC] : ib[O_GC] + K],
@@ -103,12 +107,18 @@ def unpack(ib, fb):
         as2d(fb[ib[P_PR] : ib[P_PR] + NI * K], NI, K),
         as2d(fb[ib[P_DPAR] : ib[P_DPAR] + J * 2], J, 2),
         fb[ib[P_IVL]],
-        fb[ib[P_FS] : ib[P_FS] + 8],
+        fb[ib[P_FS] : ib[P_FS] + 10],
         fb[ib[P_VWORK] : ib[P_VWORK] + ns],
         fb[ib[P_TLAST] : ib[P_TLAST] + ns],
         as2d(fb[ib[P_JOBS] : ib[P_JOBS] + ns * (B1 - 1)], ns, B1 - 1),
         fb[ib[P_DKEY] : ib[P_DKEY] + ns],
         ib[ib[O_SETS] : ib[O_SETS] + NSET],
+        ib[ib[O_MODE] : ib[O_MODE] + nz],
+        as2d(ib[ib[O_MLIST] : ib[O_MLIST] + 2 * nz], 2, nz),
+        ib[ib[O_MPOS] : ib[O_MPOS] + nz],
+        as2d(ib[ib[O_MCNT] : ib[O_MCNT] + kz * 3], kz, 3),
+        as2d(ib[ib[O_SCNT] : ib[O_SCNT] + kz * B1], kz, B1),
+        as2d(fb[ib[P_ZPAR] : ib[P_ZPAR] + kz * 4], kz, 4),
     )  # fmt: skip
 
 

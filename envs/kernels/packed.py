@@ -47,18 +47,25 @@ from envs.kernels.layout import (
     U_JGI,
     U_JGP,
     U_JOBS,
+    U_MCNT,
+    U_MLIST,
+    U_MODE,
+    U_MPOS,
     U_MU,
     U_OCC,
     U_PR,
     U_PW,
+    U_SCNT,
     U_SETS,
     U_SG,
     U_TLAST,
     U_VWORK,
+    U_ZPAR,
     set_views,
     unpack,
 )
 from envs.kernels.level_sets import level_min, tree_set
+from envs.kernels.sleep import assign_sleep, loop_sleep, sleep_rates, sleep_reset
 
 
 @kernel_njit()
@@ -76,16 +83,20 @@ def packed_rng(ib):
 
 
 # Which event loop a packed simulator uses is chosen at compile time by the *type* of a ``tag``
-# argument (EXPONENTIAL_TAG, an int, or GENERAL_TAG, a float; see :func:`kind_tag`): each entry
+# argument (EXPONENTIAL_TAG, an int, GENERAL_TAG, a float, or SLEEP_TAG, a bool: right-sizing,
+# :mod:`envs.kernels.sleep`; see :func:`kind_tag`): each entry
 # point is compiled once per tag type and only with the loop it needs, so a farm with
 # exponential sizes never compiles the (larger) general kernel. A runtime ``if`` would compile
 # both for everyone.
 EXPONENTIAL_TAG = 0
 GENERAL_TAG = 0.0
+SLEEP_TAG = True
 
 
-def kind_tag(general: bool) -> int | float:
+def kind_tag(general: bool, sleep: bool = False) -> int | float | bool:
     """The ``tag`` argument of the packed entry points for a farm (see above)."""
+    if sleep:
+        return SLEEP_TAG
     return GENERAL_TAG if general else EXPONENTIAL_TAG
 
 
@@ -106,6 +117,17 @@ def _ol_loop(tag, ib, u, rng, policy, table, n_epochs):
             )  # fmt: skip
 
         return exponential
+    if isinstance(tag, types.Boolean):
+
+        def sleep(tag, ib, u, rng, policy, table, n_epochs):
+            return loop_sleep(
+                u[U_SG], u[U_GC], u[U_BUF], u[U_JGP], u[U_JGI], u[U_MU], u[U_PW], u[U_CR],
+                u[U_PR], u[U_IVL], u[U_OCC], u[U_HDATA], u[U_HPOS], u[U_HBASE], u[U_HSIZE],
+                u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT], u[U_MODE], u[U_MLIST], u[U_MPOS],
+                u[U_MCNT], u[U_SCNT], u[U_ZPAR], rng, policy, table, n_epochs,
+            )  # fmt: skip
+
+        return sleep
 
     def general(tag, ib, u, rng, policy, table, n_epochs):
         return loop_general(
@@ -134,6 +156,16 @@ def _ol_assign(tag, ib, u, s):
             )  # fmt: skip
 
         return exponential
+    if isinstance(tag, types.Boolean):
+
+        def sleep(tag, ib, u, s):
+            assign_sleep(
+                s, u[U_ISC][PENDING], u[U_SG], u[U_MU], u[U_PW], u[U_PR], u[U_OCC], u[U_HDATA],
+                u[U_HPOS], u[U_HBASE], u[U_HSIZE], u[U_SETS], u[U_FS], u[U_ISC], u[U_CNT],
+                u[U_MODE], u[U_MLIST], u[U_MPOS], u[U_MCNT], u[U_SCNT], u[U_ZPAR],
+            )  # fmt: skip
+
+        return sleep
 
     def general(tag, ib, u, s):
         assign_general(
@@ -148,8 +180,13 @@ def _ol_assign(tag, ib, u, s):
 
 @kernel_njit(inline="always")
 def packed_resum(u):
-    """Re-sum W, P, C over all servers (O(S); what every ``run_*`` entry does)."""
-    recompute_rates(u[U_OCC], u[U_SG], u[U_MU], u[U_PW], u[U_PR][u[U_ISC][INTERVAL]], u[U_FS])
+    """Re-sum W, P, C over all servers (O(S); what every ``run_*`` entry does); by mode with
+    right-sizing (per-server modes allocated)."""
+    price = u[U_PR][u[U_ISC][INTERVAL]]
+    if u[U_MODE].shape[0] > 0:
+        sleep_rates(u[U_OCC], u[U_SG], u[U_MU], u[U_PW], price, u[U_MODE], u[U_ZPAR], u[U_FS])
+    else:
+        recompute_rates(u[U_OCC], u[U_SG], u[U_MU], u[U_PW], price, u[U_FS])
 
 
 @kernel_njit()
@@ -220,3 +257,6 @@ def packed_reset(ib, fb):
     u[U_TLAST][:] = 0.0
     u[U_DPOS][:] = -1
     u[U_DKEY][:] = np.inf
+    if u[U_MODE].shape[0] > 0:
+        sleep_reset(u[U_SG], u[U_OCC], u[U_MODE], u[U_MLIST], u[U_MPOS], u[U_MCNT], u[U_SCNT],
+                    u[U_ZPAR])  # fmt: skip

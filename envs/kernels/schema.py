@@ -64,10 +64,28 @@ DIMS = (
     ("ILEN", "length of ib"),
     ("FLEN", "length of fb"),
     ("NSET", "length of the sets field"),
+    ("SLP", "1: dynamic right-sizing (per-server modes allocated)"),
 )
 #: expressions derived from the dimensions (locals of unpack)
-DERIVED = (("ns", "S if GEN else 0"),)  # per-server arrays of the general kernel
-FS_SLOTS = ("T", "WORK", "ENERGY", "COST", "WRATE", "PRATE", "CRATE", "NEXT_ARR")
+DERIVED = (
+    ("ns", "S if GEN else 0"),  # per-server arrays of the general kernel
+    ("nz", "S if SLP else 0"),  # per-server arrays of the right-sizing kernel
+    ("kz", "K if SLP else 0"),  # its per-group arrays
+)
+# NJOBS: jobs in the system now (a float: it multiplies dt); JOBTIME: its time integral (Little's
+# law: mean response time = JOBTIME / accepted jobs, mean jobs in system = JOBTIME / time)
+FS_SLOTS = (
+    "T",
+    "WORK",
+    "ENERGY",
+    "COST",
+    "WRATE",
+    "PRATE",
+    "CRATE",
+    "NEXT_ARR",
+    "NJOBS",
+    "JOBTIME",
+)
 # BLOCKED_LEFT: countdown of blocked arrivals before the running packed_run returns (0: no bound)
 ISC_SLOTS = ("INTERVAL", "DEPARTURES", "EPOCHS", "PENDING", "DHEAP_SIZE", "INVALID", "BLOCKED_LEFT")
 RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
@@ -102,6 +120,23 @@ FIELDS = (
     Field("TLAST", "float64", ("ns",), "time of the clock's last update"),
     Field("JOBS", "float64", ("ns", "B1 - 1"), "finish marks of each server's jobs"),
     Field("DKEY", "float64", ("ns",), "next departure time per server (heap key)"),
+    Field("MODE", "int64", ("nz",), "mode of each server: 0 on, 1 setup, 2 off (right-sizing)"),
+    Field(
+        "MLIST",
+        "int64",
+        ("2", "nz"),
+        "per group (from its first server): servers in setup, "
+        "idle servers with a finite positive timeout",
+    ),
+    Field("MPOS", "int64", ("nz",), "position of each server in its MLIST row"),
+    Field("MCNT", "int64", ("kz", "3"), "per group: servers in setup, listed idle, off"),
+    Field("SCNT", "int64", ("kz", "B1"), "per (group, level): servers in setup"),
+    Field(
+        "ZPAR",
+        "float64",
+        ("kz", "4"),
+        "per group: off power, setup rate, setup power, idle-timeout rate (inf: at once)",
+    ),
 )
 
 # ---- the level-set field ``sets``: header (S_*) | tables | tree words ------------------------
@@ -119,14 +154,14 @@ SETS_FIELDS = (
 # ---- the env: eib = E_* slots | EO_* tables; efb = EF_* slots | EFO_* tables ---------------------
 ENV_ISLOTS = (
     "MODE", "INVALID", "OBJ", "RUNNING", "WARMUP", "WPOL", "NINV", "JOB", "A", "L", "NIV",
-    "OBSBASE", "STEPS", "MAXSTEPS", "DONE",
+    "OBSBASE", "STEPS", "MAXSTEPS", "DONE", "SLEEP",
 )  # fmt: skip
 ENV_ITABLES = ("ACTR", "ACTC", "HISTR", "HISTC", "AVAIL", "LOFF", "BARR", "BBLK")
 ENV_FTABLES = ("INVB", "HINV", "PAS", "OUT")  # offsets into efb, kept in eib (integers)
-ENV_FSLOTS = ("FIXETA", "TAU", "SCALE", "LAM", "ETAW", "ETAE", "BT", "BW", "BE", "BC")
+ENV_FSLOTS = ("FIXETA", "TAU", "SCALE", "LAM", "ETAW", "ETAE", "BT", "BW", "BE", "BC", "BN")
 OUT_SLOTS = (
     "REWARD", "WORK", "ENERGY", "COST", "TIME", "THROUGHPUT", "POWER", "EFFICIENCY", "BLOCKING",
-    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC",
+    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC", "RESPONSE",
 )  # fmt: skip
 
 
@@ -162,7 +197,8 @@ OUT = _numbered([*(f"X_{n}" for n in OUT_SLOTS), "N_OUT"])
 #: measured in BENCHMARKS.md; any order compiles to about the same code)
 UNPACK_ORDER = ("SG", "GC", "BUF", "JGP", "JGI", "HBASE", "DIST", "OCC", "HDATA", "HPOS", "HSIZE",
                 "ISC", "CNT", "DHEAP", "DPOS", "MU", "PW", "CR", "PR", "DPAR", "IVL", "FS", "VWORK",
-                "TLAST", "JOBS", "DKEY", "SETS")  # fmt: skip
+                "TLAST", "JOBS", "DKEY", "SETS", "MODE", "MLIST", "MPOS", "MCNT", "SCNT",
+                "ZPAR")  # fmt: skip
 UNPACKED = [next(f for f in FIELDS if f.name == n) for n in UNPACK_ORDER]
 assert {f.name for f in UNPACKED} == {f.name for f in FIELDS if f.unpacked}
 
