@@ -23,7 +23,7 @@ from envs.observation import (
     level_offsets,
 )
 from envs.scenarios import PRESETS, load_preset, random_farm
-from envs.server_farm import ServerFarmEnv
+from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from tests.helpers import (
     CHECKER_OPTIONS,
     ENV_IDS,
@@ -92,6 +92,8 @@ CHECK_SCENARIOS = list(PRESETS) + RANDOM_CONFIGS
 def test_gymnasium_checker(scenario: str | FarmConfig, mode: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # the checkers send unmasked random actions: the fallback is meant to replace them
+        warnings.simplefilter("ignore", InvalidActionWarning)
         gym_check_env(make(scenario, mode, render_mode="ansi").unwrapped)
 
 
@@ -105,6 +107,8 @@ def test_checkers_with_options(options: dict, mode: str) -> None:
     scenario = RANDOM_CONFIGS[4]  # time-varying prices and rates, general sizes
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # the checkers send unmasked random actions: the fallback is meant to replace them
+        warnings.simplefilter("ignore", InvalidActionWarning)
         gym_check_env(make(scenario, mode, **options).unwrapped)
 
 
@@ -126,7 +130,7 @@ def test_observation_mask_and_info_follow_the_documentation(scenario: Any, mode:
         assert env.observation_space.contains(obs), obs
         np.testing.assert_allclose(obs, expected_obs(env), rtol=0, atol=1e-6)
         mask = info["action_mask"]
-        assert mask.dtype == bool and mask.shape == (env.action_space.n,)
+        assert mask.dtype == np.int8 and mask.shape == (env.action_space.n,)
         assert mask.any(), "empty mask at a decision epoch"
         np.testing.assert_array_equal(mask, expected_mask(env))
         np.testing.assert_array_equal(env.action_masks(), mask)
@@ -284,7 +288,7 @@ def test_invalid_action_raise(mode: str) -> None:
     twin = ServerFarmEnv("tiny", action_mode=mode, invalid_action="raise")
     info, _ = _state_with_masked_action(env, 0)
     _state_with_masked_action(twin, 0)
-    bad = int(np.flatnonzero(~info["action_mask"])[0])
+    bad = int(np.flatnonzero(info["action_mask"] == 0)[0])
     with pytest.raises(ValueError, match="masked"):
         env.step(bad)
     for a in (-1, env.action_space.n):  # not in the action space at all (both modes refuse)
@@ -303,12 +307,13 @@ def test_invalid_action_fallback_goes_where_pas_would(scenario: str, mode: str) 
     for trial in range(3):
         info, _ = _state_with_masked_action(env, trial)
         _state_with_masked_action(twin, trial)
-        bad = int(np.flatnonzero(~info["action_mask"])[0])
+        bad = int(np.flatnonzero(info["action_mask"] == 0)[0])
         expect = pas_action(twin)
         oa, ra, ta, ua, ia = env.step(bad)
         ob, rb, tb, ub, ib = twin.step(expect)
         assert ia["invalid_action"] and not ib["invalid_action"]
-        ia["invalid_action"] = False
+        assert ia["invalid_actions"] == ib["invalid_actions"] + 1  # counted since reset
+        ia["invalid_action"], ia["invalid_actions"] = False, ib["invalid_actions"]
         assert_identical((oa, ra, ta, ua, ia), (ob, rb, tb, ub, ib))
         # an action outside the action space is refused, not replaced (Gymnasium's rule)
         with pytest.raises(ValueError, match="not in the action space"):

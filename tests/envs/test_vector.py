@@ -92,6 +92,7 @@ def test_make_vec_default_mode_and_spaces() -> None:
     masks = venv.unwrapped.action_masks()
     assert masks.shape == (4, venv.single_action_space.n) and masks.dtype == bool
     np.testing.assert_array_equal(masks, infos["action_mask"])
+    assert infos["action_mask"].dtype == np.int8  # the single env's masks, stacked
     assert len(venv.unwrapped.call("action_masks")) == 4
     assert venv.unwrapped.get_attr("action_mode") == ("group",) * 4
     _, rew, _, trunc, _ = venv.step(venv.action_space.sample())
