@@ -74,10 +74,9 @@ class MaskInObservation(gym.ObservationWrapper):
         self.obs_key, self.mask_key = obs_key, mask_key
         self.mask_dtype = np.dtype(dtype)
         n = int(env.action_space.n)
-        low, high = (False, True) if self.mask_dtype == np.bool_ else (0, 1)
         self.observation_space = spaces.Dict(
             {
-                mask_key: spaces.Box(low, high, (n,), self.mask_dtype),
+                mask_key: spaces.Box(0, 1, (n,), self.mask_dtype),
                 obs_key: env.observation_space,
             }
         )
