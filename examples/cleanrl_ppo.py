@@ -5,7 +5,7 @@
 ``gym.make_vec`` builds :class:`~envs.vector.ServerFarmVectorEnv` (one compiled call steps all
 envs; Gymnasium 1.x next-step autoreset). Invalid actions get logit -1e8 from the ``int8`` masks
 in ``infos["action_mask"]``; ``invalid_action="raise"`` makes any masked action an error, and
-``infos["invalid_actions"]`` (per env, since reset) is checked to stay 0.
+``infos["invalid_action"]`` (per env, per step) is counted and checked to stay 0.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     done_b = torch.zeros(T, N)
     obs, infos = envs.reset(seed=0)
     next_done = torch.zeros(N)
+    invalid = 0  # masked actions the env replaced (none: invalid_action="raise" would stop it)
     for it in range(1, args.iterations + 1):
         for t in range(T):
             x = torch.as_tensor(obs)
@@ -78,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                 next_done,
             )
             obs, r, term, trunc, infos = envs.step(a.numpy())
+            invalid += int(infos["invalid_action"].sum())
             rew_b[t] = torch.as_tensor(r, dtype=torch.float32)
             next_done = torch.as_tensor(term | trunc, dtype=torch.float32)
-        assert int(infos["invalid_actions"].sum()) == 0  # counted by the env since reset
+        assert invalid == 0
         with torch.no_grad():  # GAE (gamma 0.99, lambda 0.95)
             next_v = agent.act(torch.as_tensor(obs), torch.as_tensor(infos["action_mask"]).bool())[
                 3
@@ -103,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
             nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
             opt.step()
-        print(f"iteration {it}: {it * T * N} steps, loss {loss.item():.4f}, invalid actions: 0")
+        print(
+            f"iteration {it}: {it * T * N} steps, loss {loss.item():.4f}, invalid actions: {invalid}"
+        )
     envs.close()
     return 0
 
