@@ -42,7 +42,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-class MaskInObservation(gym.ObservationWrapper):
+class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """``{obs_key: observation, mask_key: mask}`` observations (see the module doc).
 
     Args:
@@ -60,7 +60,11 @@ class MaskInObservation(gym.ObservationWrapper):
         mask_key: str = "action_mask",
         dtype: Any = np.int8,
     ):
-        super().__init__(env)
+        # recorded so that env.spec can rebuild the wrapper (gymnasium.make(spec), check_env)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, obs_key=obs_key, mask_key=mask_key, dtype=dtype
+        )
+        gym.ObservationWrapper.__init__(self, env)
         if not isinstance(env.action_space, spaces.Discrete):
             raise ValueError(
                 f"env: action masking needs a Discrete action space, got {env.action_space}"
