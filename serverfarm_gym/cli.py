@@ -9,6 +9,7 @@ package to the repository root), so both layouts run the same files.
 
 from __future__ import annotations
 
+import importlib.util
 import runpy
 import sys
 from pathlib import Path
@@ -33,8 +34,18 @@ def _run(name: str) -> None:
     runpy.run_path(str(path), run_name="__main__")
 
 
+#: what train.py imports beyond the base install (the ``train`` extra)
+TRAIN_MODULES = ("torch", "stable_baselines3", "sb3_contrib")
+
+
 def train() -> None:
     """``serverfarm-train``: ``python train.py ...``."""
+    missing = [m for m in TRAIN_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(
+            f"serverfarm-train: {', '.join(missing)} not installed; training needs the 'train' "
+            "extra: pip install 'serverfarm-gym[train]'"
+        )
     _run("train")
 
 
