@@ -5,13 +5,9 @@ mask}``, the mask being ``env.unwrapped.action_masks()`` of the decision the obs
 to (so it works through ``TimeLimit``, ``OrderEnforcing`` and any other wrapper), cast to
 ``dtype``. Presets:
 
-========================  ======================  ===============  ==========================
-library                   ``obs_key``             ``mask_key``     mask space
-========================  ======================  ===============  ==========================
-RLlib (``rllib``)         ``"observations"``      ``"action_mask"``  ``Box(0, 1, float32)``
-Tianshou (``tianshou``)   ``"obs"``               ``"mask"``       ``Box(0, 1, int8)``
-TorchRL (``torchrl``)     ``"observation"``       ``"action_mask"``  ``Box(False, True, bool)``
-========================  ======================  ===============  ==========================
+* RLlib (``"rllib"``): ``{"observations": obs, "action_mask": float32 0/1}``;
+* Tianshou (``"tianshou"``): ``{"obs": obs, "mask": int8}``;
+* TorchRL (``"torchrl"``): ``{"observation": obs, "action_mask": bool}``.
 
 ``MaskInObservation.preset(env, "tianshou")`` (or ``MaskInObservation(env, **PRESETS[name])``).
 RLlib reads the float mask in its action-masking RLModule, Tianshou's DQN/PPO read
