@@ -9,6 +9,10 @@
 ``gymnasium.make_vec("ServerFarm-v0", num_envs=64, vectorization_mode="vector_entry_point")``
 builds the native batched env :class:`~envs.vector.ServerFarmVectorEnv` (also ``make_vec``'s
 default mode for these ids; ``"sync"``/``"async"`` give Gymnasium's generic vector envs).
+
+From other projects and in processes that import nothing (RLlib env runners, subprocess vector
+envs), ``gymnasium.make("serverfarm_gym:ServerFarm-v0")`` imports the ``serverfarm_gym`` package,
+which registers these ids (docs/ecosystem.md).
 """
 
 from __future__ import annotations

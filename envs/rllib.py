@@ -28,37 +28,22 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
-from gymnasium import spaces
 
 import envs  # noqa: F401  (registers the env ids)
 from envs.random_farm_env import RandomFarmTokenEnv
+from envs.wrappers import PRESETS, MaskInObservation
 
 
-class ActionMaskObservation(gym.ObservationWrapper):
-    """``{"action_mask": float32[n_actions] (1 = valid), "observations": obs}`` observations.
+class ActionMaskObservation(MaskInObservation):
+    """``{"action_mask": float32[n_actions] (1 = valid), "observations": obs}`` observations:
+    :class:`~envs.wrappers.MaskInObservation` with its ``"rllib"`` preset.
 
     The mask is the one of the decision the observation belongs to (``action_masks()`` after
     ``reset``/``step``), as 0/1 floats in a ``Box(0, 1)``, the space RLlib's example uses.
     """
 
     def __init__(self, env: gym.Env):
-        super().__init__(env)
-        if not isinstance(env.action_space, spaces.Discrete):
-            raise ValueError("env: action masking needs a Discrete action space")
-        self.observation_space = spaces.Dict(
-            {
-                "action_mask": spaces.Box(0.0, 1.0, (int(env.action_space.n),), np.float32),
-                "observations": env.observation_space,
-            }
-        )
-
-    def observation(self, observation: np.ndarray) -> dict[str, np.ndarray]:
-        mask = self.env.unwrapped.action_masks().astype(np.float32)
-        return {"action_mask": mask, "observations": observation}
-
-    def action_masks(self) -> np.ndarray:
-        return self.env.unwrapped.action_masks()
+        super().__init__(env, **PRESETS["rllib"])
 
 
 class RLlibServerFarmEnv(ActionMaskObservation):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,9 +29,16 @@ from envs.simulator import FarmSimulator
 from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 from envs.validation import count_argument, real_argument
 
-INVALID_ACTION_MODES = ("fallback", "raise")
+#: what a step does with a masked action (see ServerFarmEnv's Action Space)
+INVALID_ACTION_MODES = ("fallback", "raise", "penalty")
 _ONE = np.ones(1, dtype=bool)  # "reset env 0" for the batch-of-one kernel call
 OBJECTIVES = ("energy", "cost")
+
+
+class InvalidActionWarning(RuntimeWarning):
+    """A masked action was replaced by PAS's choice (``invalid_action="fallback"``); filter it
+    with ``warnings.filterwarnings("ignore", category=InvalidActionWarning)`` where that is
+    intended (Gymnasium's and SB3's env checkers send unmasked random actions)."""
 
 
 def pack_env(
@@ -120,12 +128,22 @@ class ServerFarmEnv(gym.Env):
     smallest-index one). Servers of a group are exchangeable, so this loses no optimality.
 
     In both modes only actions allowed by :meth:`action_masks` (also ``info["action_mask"]``)
-    are valid: servers available to the job's type and not full. A masked action is never
-    executed as a block: with ``invalid_action="fallback"`` (default, what Gymnasium's checker
-    needs) the job goes where PAS would send it and ``info["invalid_action"]`` is True; with
-    ``"raise"`` a ``ValueError`` is raised. An action outside the action space (a float, a
-    string, an array of shape (1,), an index out of range) is refused with a ``ValueError`` in
-    both cases, as ``action_space.contains`` would.
+    are valid: servers available to the job's type and not full. The mask is ``int8`` (1 =
+    valid), the dtype Gymnasium's ``action_space.sample(mask=...)`` requires; sb3-contrib,
+    RLlib, Tianshou and TorchRL take it as it is (``envs.wrappers`` puts it into observations).
+    A masked action is never executed as a block; ``invalid_action`` chooses what happens:
+
+    * ``"fallback"`` (default: Gymnasium's checker and unmasked exploration send random
+      actions): the job goes where PAS would send it, ``info["invalid_action"]`` is True,
+      ``info["invalid_actions"]`` counts the replacements since reset, and the first
+      replacement of the env warns once (an unmasked learner is being corrected silently).
+    * ``"penalty"``: the same replacement, without the warning, and the step's reward is
+      lowered by ``invalid_penalty`` (reward units; default 1, one mean job's work).
+    * ``"raise"``: a ``ValueError``; the env does not move.
+
+    An action outside the action space (a bool, a float, a string, an array of shape (1,), an
+    index out of range) is refused with a ``ValueError`` in every mode, as
+    ``action_space.contains`` would (a bool is refused although Python counts it as an int).
 
     ## Observation Space
 
@@ -182,7 +200,8 @@ class ServerFarmEnv(gym.Env):
     * ``reward_scale``: divides the reward (default 1: rewards are in units of one mean job).
     * ``objective``: ``"energy"`` (jobs per unit energy) or ``"cost"`` (jobs per unit of money,
       with the scenario's electricity prices).
-    * ``invalid_action``: ``"fallback"`` or ``"raise"``.
+    * ``invalid_action``: ``"fallback"`` (default), ``"penalty"`` or ``"raise"`` (see Action
+      Space); ``invalid_penalty``: the reward lost per replaced action with ``"penalty"``.
     * ``warmup_epochs``, ``warmup_policy``: see Starting State.
     * ``render_mode``: ``None``, ``"ansi"``, ``"rgb_array"`` or ``"human"`` (see Rendering).
     * ``obs_mode``: ``None`` (the action mode's encoding above) or ``"tokens"`` (with
@@ -221,6 +240,7 @@ class ServerFarmEnv(gym.Env):
         obs_mode: str | None = None,
         max_groups: int = DEFAULT_MAX_GROUPS,
         max_levels: int = DEFAULT_MAX_LEVELS,
+        invalid_penalty: float = 1.0,
     ):
         self.config = config = load_scenario(scenario)
         self.action_mode = check_action_mode(action_mode)
@@ -246,6 +266,7 @@ class ServerFarmEnv(gym.Env):
             raise ValueError(
                 f"invalid_action: unknown {invalid_action!r}; choose one of {list(INVALID_ACTION_MODES)}"
             )
+        real_argument(invalid_penalty, "invalid_penalty", minimum=0.0, strict=False)
         count_argument(warmup_epochs, "warmup_epochs", minimum=0)
         if warmup_policy not in ("pas", "random"):
             raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
@@ -258,6 +279,8 @@ class ServerFarmEnv(gym.Env):
         self.reward_scale = float(reward_scale)
         self.objective = objective
         self.invalid_action = invalid_action
+        self.invalid_penalty = float(invalid_penalty)
+        self._warned_invalid = False
         self.warmup_epochs = int(warmup_epochs)
         self.warmup_policy = warmup_policy
         self.render_mode = render_mode
@@ -356,10 +379,13 @@ class ServerFarmEnv(gym.Env):
         """Masked actions replaced by the fallback since the last reset."""
         return int(self._eib[kn.E_NINV])
 
-    def _get_info(self, o: list[float]) -> dict[str, Any]:
-        """info from the numbers the kernel wrote into ``self._out`` (``o`` = its ``tolist()``)."""
+    def _get_info(self, o: np.ndarray) -> dict[str, Any]:
+        """info from the numbers the kernel wrote into ``self._out`` (``o`` = a copy of it). The
+        values are NumPy scalars and arrays of fixed dtypes (float64, int64, int8 masks; the flag
+        ``invalid_action`` a bool): libraries that stack infos into tensors (TorchRL) need a
+        dtype, not a Python number."""
         info = {
-            "job_type": int(o[kn.X_JOB]),
+            "job_type": np.int64(o[kn.X_JOB]),
             "action_mask": self.action_masks(),
             "work": o[kn.X_WORK],
             "energy": o[kn.X_ENERGY],
@@ -368,10 +394,13 @@ class ServerFarmEnv(gym.Env):
             "power": o[kn.X_POWER],
             "efficiency": o[kn.X_EFFICIENCY],
             "blocking": o[kn.X_BLOCKING],
-            "blocking_per_type": self._out[kn.N_OUT :].copy(),
+            "blocking_per_type": o[kn.N_OUT :],
             "mean_response_time": np.float64(o[kn.X_RESPONSE]),  # Little's law, since reset
             "eta": o[kn.X_ETA],
-            "invalid_action": o[kn.X_INVALID] != 0.0,
+            # a Python bool: SyncVectorEnv batches it into a bool array (a NumPy bool, not being
+            # a np.number, would become an object array)
+            "invalid_action": bool(o[kn.X_INVALID] != 0.0),
+            "invalid_actions": np.int64(self._eib[kn.E_NINV]),
         }
         if self.objective == "cost":
             info["cost"] = o[kn.X_COST]
@@ -380,10 +409,12 @@ class ServerFarmEnv(gym.Env):
 
     # ---- Gymnasium API ---------------------------------------------------------------------------
     def action_masks(self) -> np.ndarray:
-        """Valid actions at the current decision epoch (sb3-contrib MaskablePPO reads this)."""
+        """``int8[n_actions]``, 1 for the valid actions at the current decision epoch
+        (sb3-contrib's MaskablePPO reads this; ``action_space.sample(mask=...)`` takes it)."""
         if self.tokens is not None:
-            return self.tokens.masks(self._mask)
-        return self._mask.copy()
+            return self.tokens.masks(self._mask).view(np.int8)
+        # the kernels write a bool mask; viewing its bytes as int8 gives the 0/1 mask for free
+        return self._mask.view(np.int8).copy()
 
     def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
         if self.tokens is not None:
@@ -391,6 +422,11 @@ class ServerFarmEnv(gym.Env):
         return self._obs.copy()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                f"options: expected a dict or None, got {options!r} ({type(options).__name__}); "
+                "the env takes no reset options"
+            )
         super().reset(seed=seed)
         # eta persists across episodes (it estimates the *policy's* efficiency), but an explicit
         # seed restarts everything, so that the env is a deterministic function of the seed
@@ -403,7 +439,7 @@ class ServerFarmEnv(gym.Env):
         self._started = True
         if self.render_mode is not None:
             self._after_transition(None)
-        return self._observation(), self._get_info(self._out.tolist())
+        return self._observation(), self._get_info(self._out.copy())
 
     def step(self, action):
         if not self._started:
@@ -414,8 +450,9 @@ class ServerFarmEnv(gym.Env):
         if type(action) is int or isinstance(action, np.integer):
             if not 0 <= action < self._n_act:
                 raise ValueError(self._not_an_action(action))
-        elif not self.action_space.contains(action):
+        elif isinstance(action, (bool, np.bool_)) or not self.action_space.contains(action):
             raise ValueError(self._not_an_action(action))
+        requested = action
         if self.tokens is not None:
             # a padded (group, level) slot becomes -1, which the kernel treats as one more
             # masked action: PAS's choice with invalid_action="fallback", refused with "raise"
@@ -442,12 +479,32 @@ class ServerFarmEnv(gym.Env):
             )
         if decision is not None:
             self._after_transition(decision)
-        o = self._out.tolist()
-        return self._observation(), o[kn.X_REWARD], False, False, self._get_info(o)
+        o = self._out.copy()
+        reward = float(o[kn.X_REWARD])
+        if o[kn.X_INVALID] != 0.0:
+            reward -= self._replaced(requested)
+        return self._observation(), reward, False, False, self._get_info(o)
+
+    def _replaced(self, action: Any) -> float:
+        """Bookkeeping of a masked action the step replaced by PAS's choice: the penalty to
+        subtract from the reward (0 with ``"fallback"``, which warns at the first one)."""
+        if self.invalid_action == "penalty":
+            return self.invalid_penalty
+        if not self._warned_invalid:
+            self._warned_invalid = True
+            warnings.warn(
+                f"ServerFarmEnv: action {action} is masked out for job type {self._job}; the job "
+                "went where PAS sends it (invalid_action='fallback'). info['invalid_actions'] "
+                "counts these replacements; mask the policy (action_masks()) or pass "
+                "invalid_action='raise' or 'penalty'. Warned once per env.",
+                InvalidActionWarning,
+                stacklevel=3,
+            )
+        return 0.0
 
     def _not_an_action(self, action: Any) -> str:
         return (
-            f"action {action!r} ({type(action).__name__}) is not in the action space "
+            f"action {_shown(action)} ({type(action).__name__}) is not in the action space "
             f"{self.action_space}: expected an integer index 0..{self._n_act - 1} (a Python "
             "int, a NumPy integer or a 0-d integer array)"
         )
@@ -523,3 +580,13 @@ class ServerFarmEnv(gym.Env):
             "blocking": float(o[kn.X_BLOCKING]),
             "mean_response_time": float(o[kn.X_RESPONSE]),
         }
+
+
+def _shown(action: Any) -> str:
+    """An action as an error message shows it: NumPy integers (uint64 included) by their
+    value, everything else by its repr."""
+    if isinstance(action, np.integer) or (
+        isinstance(action, np.ndarray) and action.ndim == 0 and action.dtype.kind in "iu"
+    ):
+        return str(int(action))
+    return repr(action)

@@ -12,16 +12,34 @@ mode for these ids). Semantics, per env, are exactly those of ``ServerFarmEnv`` 
   a list seeds env by env. The first reset without a seed draws fresh entropy; later resets
   without a seed continue each env's stream. With the same seed, env ``i`` follows the same
   trajectory as a single env reset with ``seed + i`` and given the same actions.
-* **Autoreset** (``metadata["autoreset_mode"] = AutoresetMode.NEXT_STEP``, Gymnasium 1.x's
-  default): when env ``i`` returns ``truncated[i] = True`` (after ``max_episode_steps`` steps;
-  the task never terminates), its next ``step`` ignores ``actions[i]``, resets it and returns
-  the first observation of the new episode with reward 0 and ``terminated = truncated = False``.
+* **Autoreset**: the three modes of Gymnasium 1.x (``autoreset_mode=``, also
+  ``env.autoreset_mode`` and ``metadata["autoreset_mode"]``), step for step those of
+  ``SyncVectorEnv`` over single envs (``tests/envs/test_vector.py``). The task never terminates;
+  env ``i`` returns ``truncated[i] = True`` after ``max_episode_steps`` steps, then:
+
+  - ``NEXT_STEP`` (default): its next ``step`` ignores ``actions[i]``, resets it and returns the
+    first observation of the new episode with reward 0 and ``terminated = truncated = False``;
+  - ``SAME_STEP``: the same ``step`` resets it and returns the new episode's first observation;
+    the last one is in ``infos["final_obs"][i]`` and its info in ``infos["final_info"]``;
+  - ``DISABLED``: nothing resets it; call ``reset(options={"reset_mask": mask})`` before the
+    next ``step`` (a ``step`` with an ended env raises ``RuntimeError``).
+
+  ``reset(options={"reset_mask": bool[num_envs]})`` resets only those envs, in every mode.
   Running eta, as in the single env, carries over autoresets; a seeded ``reset`` restarts it.
-* **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``;
-  ``infos["action_mask"]`` holds the same.
+* **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``
+  (what the project's torch trainers index with); ``infos["action_mask"]`` holds the single
+  env's ``int8`` masks, stacked.
 * **infos**: Gymnasium's vector layout: each key of the single env's info (``work``,
   ``energy``, ``efficiency``, ...) maps to an array over envs, with a boolean ``"_key"`` array
-  (all True: every env reports every key at every step).
+  (all True: every env reports every key at every step, except after a partial reset).
+* **Size**: ``num_envs`` is limited to what half the machine's physical memory holds at the
+  env's packed size per env (:func:`max_num_envs`); a larger request is a ``ValueError`` up
+  front, not a ``MemoryError`` half way through building the rows.
+* **Gymnasium's ``make_vec``** passes no ``wrappers=`` or ``vector_kwargs=`` to a native vector
+  env (it refuses them in ``"vector_entry_point"`` mode, its default for these ids);
+  :func:`make_vec` takes both: ``vector_kwargs`` the native env understands
+  (``autoreset_mode``, ``copy``) go to it, and ``wrappers=`` (or other ``vector_kwargs``) fall
+  back to ``SyncVectorEnv`` over wrapped single envs.
 
 ``parallel=True`` spreads the envs over numba's thread pool (``prange``): 1.44x the decision
 epochs per second on two cores with 64 envs of paper-100 (BENCHMARKS.md). The default serial
@@ -30,7 +48,9 @@ loop never oversubscribes a machine shared with other work (the learner, other r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +61,17 @@ from gymnasium.vector.utils import batch_space
 
 from envs import kernels as kn
 from envs.config import FarmConfig
-from envs.server_farm import ServerFarmEnv
+from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from envs.simulator import FarmSimulator
+from envs.validation import count_argument
+
+#: bytes a FarmSimulator view object of one env costs beside its packed row (an upper bound of
+#: its attributes and NumPy views; the rows themselves are counted exactly)
+_SIM_BYTES = 8192
+#: share of physical memory the rows of one vector env may take
+_MEMORY_SHARE = 0.5
+#: the vector_kwargs the native env takes (others need SyncVectorEnv, see make_vec)
+NATIVE_VECTOR_KWARGS = ("autoreset_mode", "copy")
 
 _SCALAR_INFO = (
     ("work", kn.X_WORK),
@@ -67,6 +96,10 @@ class ServerFarmVectorEnv(VectorEnv):
         max_episode_steps: steps per episode (truncation); ``None`` or 0: never truncate.
         parallel: step the envs on numba's thread pool.
         render_mode: only ``None`` is supported.
+        autoreset_mode: ``AutoresetMode`` (or its string value): see the module doc.
+        invalid_penalty: as :class:`~envs.server_farm.ServerFarmEnv`.
+        copy: accepted for ``SyncVectorEnv`` compatibility; observations are always copies.
+        vector_kwargs: ``autoreset_mode`` / ``copy`` as a dict (what ``make_vec`` users pass).
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}  # noqa: RUF012
@@ -86,9 +119,22 @@ class ServerFarmVectorEnv(VectorEnv):
         max_episode_steps: int | None = 1000,
         parallel: bool = False,
         render_mode: str | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        invalid_penalty: float = 1.0,
+        copy: bool = True,
+        vector_kwargs: Mapping[str, Any] | None = None,
     ):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
+        count_argument(num_envs, "num_envs", minimum=1)
+        if vector_kwargs:
+            unknown = sorted(set(vector_kwargs) - set(NATIVE_VECTOR_KWARGS))
+            if unknown:
+                raise ValueError(
+                    f"vector_kwargs: {unknown} not understood by the native vector env (it takes "
+                    f"{list(NATIVE_VECTOR_KWARGS)}); use vectorization_mode='sync' for those"
+                )
+            autoreset_mode = vector_kwargs.get("autoreset_mode", autoreset_mode)
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         if max_episode_steps is not None and int(max_episode_steps) < 0:
             raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
         if render_mode is not None:
@@ -96,12 +142,15 @@ class ServerFarmVectorEnv(VectorEnv):
         # a template single env validates the arguments and builds spaces and packed buffers
         self._template = env = ServerFarmEnv(
             scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
-            warmup_epochs, warmup_policy,
+            warmup_epochs, warmup_policy, invalid_penalty=invalid_penalty,
         )  # fmt: skip
+        _check_size(int(num_envs), env)
         self.config = env.config
         self.action_mode = action_mode
         self.objective = objective
         self.invalid_action = invalid_action
+        self.invalid_penalty = float(invalid_penalty)
+        self._warned_invalid = False
         self.reward_eta = reward_eta
         self.max_episode_steps = int(max_episode_steps or 0)
         self.parallel = bool(parallel)
@@ -129,8 +178,15 @@ class ServerFarmVectorEnv(VectorEnv):
         every = np.ones(n, dtype=bool)
         every.flags.writeable = False
         keys = [k for k, _ in self._info_slots]
-        keys += ["job_type", "action_mask", "blocking_per_type", "invalid_action"]
+        keys += [
+            "job_type",
+            "action_mask",
+            "blocking_per_type",
+            "invalid_action",
+            "invalid_actions",
+        ]
         self._every = {"_" + k: every for k in keys}
+        self._ended = np.zeros(n, dtype=bool)  # DISABLED mode: truncated and not yet reset
         self._eta_initialised = False
         self._needs_reset = True
         self.closed = False
@@ -171,35 +227,61 @@ class ServerFarmVectorEnv(VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Reset every env (``options`` are not used). See the module doc for seeding."""
+        """Reset every env, or those of ``options["reset_mask"]`` (``bool[num_envs]``, as
+        ``SyncVectorEnv``); other options are not used. See the module doc for seeding."""
         n = self.num_envs
+        which = self._reset_mask(options)
         if seed is None:
             seeds: Sequence[int | None] = [None] * n
-        elif isinstance(seed, (int, np.integer)):
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [int(seed) + i for i in range(n)]
         else:
             seeds = list(seed)
             if len(seeds) != n:
                 raise ValueError(f"seed: expected an int or {n} seeds, got {len(seeds)}")
         for e, s in enumerate(seeds):
+            if not which[e]:
+                continue
             if s is not None or self._rngs[e] is None:
                 self._rngs[e] = np.random.default_rng(s)
             self.sims[e].rng = self._rngs[e]  # writes the pointers into the env's row
         if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
             self._template._init_eta()  # PAS's efficiency: the same for every env
+            rows = which if self._eta_initialised else np.ones(n, dtype=bool)
             for slot in (kn.EF_ETAW, kn.EF_ETAE):
-                self._efb[:, slot] = self._template._efb[slot]
+                self._efb[rows, slot] = self._template._efb[slot]
             self._eta_initialised = True
-        kn.vec_reset(
-            self._ibuf, self._fbuf, self._obs, self._mask, np.ones(n, dtype=bool), self._tag
-        )
+        kn.vec_reset(self._ibuf, self._fbuf, self._obs, self._mask, which, self._tag)
+        self._ended &= ~which
         self._needs_reset = False
-        return self._obs.copy(), self._infos()
+        infos = self._infos()
+        return self._obs.copy(), infos if which.all() else _only(infos, which)
+
+    def _reset_mask(self, options: Any) -> np.ndarray:
+        """The envs a reset acts on: all, or ``options["reset_mask"]`` (checked as Gymnasium's
+        ``SyncVectorEnv`` checks it, but with ``ValueError`` naming the option)."""
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                f"options: expected a dict or None, got {options!r} ({type(options).__name__})"
+            )
+        if not options or "reset_mask" not in options:
+            return np.ones(self.num_envs, dtype=bool)
+        m = options["reset_mask"]
+        if not (isinstance(m, np.ndarray) and m.dtype == np.bool_ and m.shape == (self.num_envs,)):
+            raise ValueError(
+                f"options: 'reset_mask' must be a numpy bool array of shape ({self.num_envs},), "
+                f"got {m!r}"
+            )
+        if not m.any():
+            raise ValueError("options: 'reset_mask' selects no env; set at least one True")
+        if self._needs_reset and not m.all():
+            raise ValueError("options: the first reset must reset every env (no 'reset_mask')")
+        return m
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """The actions as ``int64[num_envs]``; like the single env (and Gymnasium's own envs), a
-        float, a string, a wrong shape or an index outside the action space is refused rather
-        than truncated or wrapped."""
+        bool, a float, a string, a wrong shape or an index outside the action space is refused
+        rather than truncated or wrapped. Bad indices are shown as given (uint64 included)."""
         a = np.asarray(actions)
         n = int(self.single_action_space.n)
         if a.dtype.kind not in "iu" or a.shape not in ((self.num_envs,), (self.num_envs, 1)):
@@ -207,20 +289,28 @@ class ServerFarmVectorEnv(VectorEnv):
                 f"actions: expected integers of shape ({self.num_envs},) (one index 0..{n - 1} "
                 f"of {self.single_action_space} per env), got dtype {a.dtype} shape {a.shape}"
             )
-        a = a.reshape(self.num_envs).astype(np.int64, copy=False)
-        if self.num_envs and (a.min() < 0 or a.max() >= n):
+        a = a.reshape(self.num_envs)
+        # compared in the given dtype: a cast to int64 first would show huge uint64 as negatives
+        bad = (a >= n) if a.dtype.kind == "u" else (a < 0) | (a >= n)
+        if bad.any():
             raise ValueError(
                 f"actions: {a.tolist()} has an index outside 0..{n - 1} ({self.single_action_space})"
             )
-        return a
+        return a.astype(np.int64, copy=False)
 
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every env (next-step autoreset of the envs truncated at the previous step)."""
+        """Step every env (autoreset per ``autoreset_mode``, see the module doc)."""
         if self._needs_reset:
             raise RuntimeError("call reset() before step()")
         acts = self._check_actions(actions)
+        if self._ended.any():
+            raise RuntimeError(
+                f"step: envs {np.flatnonzero(self._ended).tolist()} ended at the previous step "
+                "and autoreset_mode is DISABLED; reset them first with "
+                "reset(options={'reset_mask': mask})"
+            )
         step = kn.vec_step_parallel if self.parallel else kn.vec_step
         if step(self._ibuf, self._fbuf, self._obs, self._mask, acts, self._codes, self._tag):
             bad = np.flatnonzero(self._codes)
@@ -233,7 +323,47 @@ class ServerFarmVectorEnv(VectorEnv):
         rewards = out[:, kn.X_REWARD].copy()
         truncated = out[:, kn.X_TRUNC] != 0.0
         terminated = np.zeros(self.num_envs, dtype=bool)
-        return self._obs.copy(), rewards, terminated, truncated, self._infos()
+        replaced = out[:, kn.X_INVALID] != 0.0
+        if replaced.any():
+            rewards -= self._replaced(replaced, acts)
+        infos = self._infos()
+        if self.autoreset_mode is not AutoresetMode.NEXT_STEP and truncated.any():
+            infos = self._after_truncation(truncated, infos)
+        return self._obs.copy(), rewards, terminated, truncated, infos
+
+    def _after_truncation(self, done: np.ndarray, infos: dict[str, Any]) -> dict[str, Any]:
+        """SAME_STEP: reset the ended envs now, their last observation and info under
+        ``final_obs`` / ``final_info``; DISABLED: only stop the kernel's next-step reset."""
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._eib[done, kn.E_DONE] = 0
+            self._ended |= done
+            return infos
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for i in np.flatnonzero(done):
+            final_obs[i] = self._obs[i].copy()
+        kn.vec_reset(self._ibuf, self._fbuf, self._obs, self._mask, done, self._tag)
+        new = self._infos()
+        new["final_obs"], new["_final_obs"] = final_obs, done.copy()
+        new["final_info"], new["_final_info"] = _only(infos, done), done.copy()
+        return new
+
+    def _replaced(self, rows: np.ndarray, acts: np.ndarray) -> np.ndarray | float:
+        """Penalties of the envs whose masked action was replaced by PAS's choice (see
+        ``ServerFarmEnv``); with ``"fallback"`` warns once per vector env."""
+        if self.invalid_action == "penalty":
+            return np.where(rows, self.invalid_penalty, 0.0)
+        if not self._warned_invalid:
+            self._warned_invalid = True
+            e = int(np.flatnonzero(rows)[0])
+            warnings.warn(
+                f"ServerFarmVectorEnv: action {int(acts[e])} of env {e} is masked out; the job "
+                "went where PAS sends it (invalid_action='fallback'). infos['invalid_actions'] "
+                "counts these replacements; mask the policy (action_masks()) or pass "
+                "invalid_action='raise' or 'penalty'. Warned once per vector env.",
+                InvalidActionWarning,
+                stacklevel=3,
+            )
+        return 0.0
 
     def _infos(self) -> dict[str, Any]:
         # the arrays below are views of one fresh copy, built with as few numpy calls as
@@ -241,9 +371,10 @@ class ServerFarmVectorEnv(VectorEnv):
         o = self._out.copy()
         infos: dict[str, Any] = {key: o[:, slot] for key, slot in self._info_slots}
         infos["job_type"] = o[:, kn.X_JOB].astype(np.int64)
-        infos["action_mask"] = self._mask.copy()
+        infos["action_mask"] = self._mask.view(np.int8).copy()
         infos["blocking_per_type"] = o[:, kn.N_OUT :]
         infos["invalid_action"] = o[:, kn.X_INVALID] != 0.0
+        infos["invalid_actions"] = self._eib[:, kn.E_NINV].copy()
         infos.update(self._every)  # the "_key" arrays: one read-only all-True array
         return infos
 
@@ -286,6 +417,88 @@ class ServerFarmVectorEnv(VectorEnv):
         self.closed = True
 
 
+def _only(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """``infos`` as ``SyncVectorEnv`` reports envs ``rows`` only: other rows zeroed, every
+    ``"_key"`` array equal to ``rows``."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        v = value.copy()
+        v[~rows] = 0
+        out[key], out["_" + key] = v, rows.copy()
+    return out
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        raise ValueError(
+            f"autoreset_mode: unknown {mode!r}; choose one of {[m.value for m in AutoresetMode]}"
+        ) from None
+
+
+def _physical_memory() -> int:
+    """Bytes of physical memory (16 GiB where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 16 * 2**30
+
+
+def bytes_per_env(env: ServerFarmEnv) -> int:
+    """Memory one env of a vector env takes: its packed buffers, observation and mask rows,
+    and its simulator view object."""
+    IB, FB = env.packed_buffers
+    obs = int(np.prod(env.observation_space.shape)) * 4 if env.tokens is None else 0
+    return int(IB.nbytes + FB.nbytes) + obs + int(env.action_space.n) + _SIM_BYTES
+
+
+def max_num_envs(env: ServerFarmEnv) -> int:
+    """The largest ``num_envs`` of ``env``'s farm and settings: half the physical memory over
+    :func:`bytes_per_env` (a vector env that large would still not fit beside the learner)."""
+    return max(1, int(_physical_memory() * _MEMORY_SHARE) // bytes_per_env(env))
+
+
+def _check_size(num_envs: int, env: ServerFarmEnv) -> None:
+    limit = max_num_envs(env)
+    if num_envs > limit:
+        raise ValueError(
+            f"num_envs: {num_envs:,} envs of {env.config.name!r} need "
+            f"{num_envs * bytes_per_env(env) / 2**30:,.1f} GiB ({bytes_per_env(env):,} bytes "
+            f"each); at most {limit:,} fit in half of this machine's memory. Use fewer envs"
+        )
+
+
+def make_vec(
+    env_id: str = "ServerFarm-v0",
+    num_envs: int = 1,
+    vectorization_mode: str | None = None,
+    vector_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] | None = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """``gymnasium.make_vec`` that also takes ``wrappers=`` and ``vector_kwargs=`` in its default
+    mode: the native :class:`ServerFarmVectorEnv` when it can honour them (no wrappers, only
+    ``autoreset_mode`` / ``copy``), else ``SyncVectorEnv`` over (wrapped) single envs."""
+    vk = dict(vector_kwargs or {})
+    native_ok = not wrappers and set(vk) <= set(NATIVE_VECTOR_KWARGS)
+    if vectorization_mode is None:
+        vectorization_mode = "vector_entry_point" if native_ok else "sync"
+    if vectorization_mode == "vector_entry_point":
+        if not native_ok:
+            raise ValueError(
+                "vectorization_mode: 'vector_entry_point' (the native vector env) takes no "
+                f"wrappers and only vector_kwargs {list(NATIVE_VECTOR_KWARGS)}; use 'sync'"
+            )
+        # Gymnasium passes kwargs, not vector_kwargs, to a vector entry point
+        return gym.make_vec(env_id, num_envs, "vector_entry_point", **kwargs, **vk)
+    return gym.make_vec(
+        env_id, num_envs, vectorization_mode, vector_kwargs=vk, wrappers=wrappers, **kwargs
+    )
+
+
 def _adapter_class() -> type:
     """Build :class:`SB3VecEnvAdapter` (Stable-Baselines3, and with it torch, is imported only
     when the adapter is first used: the vector env itself does not need it)."""
@@ -308,6 +521,11 @@ def _adapter_class() -> type:
 
         def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
             self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
+            if self.venv.autoreset_mode is not AutoresetMode.NEXT_STEP:
+                raise ValueError(
+                    "venv: the adapter does SB3's own same-step reset on a vector env with "
+                    f"autoreset_mode NEXT_STEP, got {self.venv.autoreset_mode}"
+                )
             super().__init__(
                 self.venv.num_envs,
                 self.venv.single_observation_space,

@@ -23,7 +23,7 @@ from envs.observation import (
     level_offsets,
 )
 from envs.scenarios import PRESETS, load_preset, random_farm
-from envs.server_farm import ServerFarmEnv
+from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from tests.helpers import (
     CHECKER_OPTIONS,
     ENV_IDS,
@@ -92,6 +92,8 @@ CHECK_SCENARIOS = list(PRESETS) + RANDOM_CONFIGS
 def test_gymnasium_checker(scenario: str | FarmConfig, mode: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # the checkers send unmasked random actions: the fallback is meant to replace them
+        warnings.simplefilter("ignore", InvalidActionWarning)
         gym_check_env(make(scenario, mode, render_mode="ansi").unwrapped)
 
 
@@ -105,6 +107,8 @@ def test_checkers_with_options(options: dict, mode: str) -> None:
     scenario = RANDOM_CONFIGS[4]  # time-varying prices and rates, general sizes
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # the checkers send unmasked random actions: the fallback is meant to replace them
+        warnings.simplefilter("ignore", InvalidActionWarning)
         gym_check_env(make(scenario, mode, **options).unwrapped)
 
 
@@ -126,7 +130,7 @@ def test_observation_mask_and_info_follow_the_documentation(scenario: Any, mode:
         assert env.observation_space.contains(obs), obs
         np.testing.assert_allclose(obs, expected_obs(env), rtol=0, atol=1e-6)
         mask = info["action_mask"]
-        assert mask.dtype == bool and mask.shape == (env.action_space.n,)
+        assert mask.dtype == np.int8 and mask.shape == (env.action_space.n,)
         assert mask.any(), "empty mask at a decision epoch"
         np.testing.assert_array_equal(mask, expected_mask(env))
         np.testing.assert_array_equal(env.action_masks(), mask)
@@ -284,7 +288,7 @@ def test_invalid_action_raise(mode: str) -> None:
     twin = ServerFarmEnv("tiny", action_mode=mode, invalid_action="raise")
     info, _ = _state_with_masked_action(env, 0)
     _state_with_masked_action(twin, 0)
-    bad = int(np.flatnonzero(~info["action_mask"])[0])
+    bad = int(np.flatnonzero(info["action_mask"] == 0)[0])
     with pytest.raises(ValueError, match="masked"):
         env.step(bad)
     for a in (-1, env.action_space.n):  # not in the action space at all (both modes refuse)
@@ -303,12 +307,13 @@ def test_invalid_action_fallback_goes_where_pas_would(scenario: str, mode: str) 
     for trial in range(3):
         info, _ = _state_with_masked_action(env, trial)
         _state_with_masked_action(twin, trial)
-        bad = int(np.flatnonzero(~info["action_mask"])[0])
+        bad = int(np.flatnonzero(info["action_mask"] == 0)[0])
         expect = pas_action(twin)
         oa, ra, ta, ua, ia = env.step(bad)
         ob, rb, tb, ub, ib = twin.step(expect)
         assert ia["invalid_action"] and not ib["invalid_action"]
-        ia["invalid_action"] = False
+        assert ia["invalid_actions"] == ib["invalid_actions"] + 1  # counted since reset
+        ia["invalid_action"], ia["invalid_actions"] = False, ib["invalid_actions"]
         assert_identical((oa, ra, ta, ua, ia), (ob, rb, tb, ub, ib))
         # an action outside the action space is refused, not replaced (Gymnasium's rule)
         with pytest.raises(ValueError, match="not in the action space"):
@@ -446,3 +451,97 @@ def test_gymnasium_make_vec(mode: str) -> None:
 def test_gymnasium_async_vector_env_group_mode() -> None:
     fns = [lambda: gym.make("ServerFarmGroup-v0", scenario="small-1", max_episode_steps=3)] * 2
     _drive_gym_vector(gym.vector.AsyncVectorEnv(fns, context="fork"), 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# what other RL libraries rely on: int8 masks, NumPy info values, invalid-action modes, bad input
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env_id", ["ServerFarm-v0", "ServerFarmGroup-v0", "ServerFarmTokens-v0"])
+def test_every_id_passes_the_checker_and_samples_with_its_mask(env_id: str) -> None:
+    env = gym.make(env_id, scenario="paper-100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", InvalidActionWarning)
+        gym_check_env(env.unwrapped)
+    _, info = env.reset(seed=0)
+    rng_hits = 0
+    for _ in range(50):
+        mask = env.unwrapped.action_masks()
+        assert mask.dtype == np.int8 and set(np.unique(mask)) <= {0, 1}
+        np.testing.assert_array_equal(mask, info["action_mask"])
+        a = env.action_space.sample(mask=mask)  # Gymnasium requires int8 masks here
+        rng_hits += int(mask[a] == 1)
+        _, _, _, _, info = env.step(a)
+        assert not info["invalid_action"] and info["invalid_actions"] == 0
+    assert rng_hits == 50
+
+
+def test_info_values_are_numpy_with_stable_dtypes() -> None:
+    env = ServerFarmEnv("tiny", objective="cost")
+    infos = [env.reset(seed=0)[1]]
+    infos += [env.step(int(np.argmax(env.action_masks())))[4] for _ in range(5)]
+    dtypes = {k: (type(v), getattr(v, "dtype", None)) for k, v in infos[0].items()}
+    for info in infos:
+        assert {k: (type(v), getattr(v, "dtype", None)) for k, v in info.items()} == dtypes
+    for key in ("work", "energy", "time", "efficiency", "eta", "cost", "cost_efficiency"):
+        assert type(infos[0][key]) is np.float64, key
+    assert type(infos[0]["job_type"]) is np.int64 and type(infos[0]["invalid_actions"]) is np.int64
+    assert infos[0]["action_mask"].dtype == np.int8
+    assert infos[0]["blocking_per_type"].dtype == np.float64
+    # a Python bool: SyncVectorEnv batches it into a bool array (a NumPy bool: an object array)
+    assert type(infos[0]["invalid_action"]) is bool
+
+
+def _masked(env: ServerFarmEnv, seed: int) -> int:
+    """Reset ``env`` and step until an action is masked out; that action."""
+    _, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    while info["action_mask"].all():
+        _, _, _, _, info = env.step(masked_choice(rng, info["action_mask"]))
+    return int(np.flatnonzero(info["action_mask"] == 0)[0])
+
+
+def test_fallback_warns_once_and_counts_and_penalty_lowers_the_reward() -> None:
+    fb = ServerFarmEnv("paper-100", reward_eta=0.5)
+    pen = ServerFarmEnv("paper-100", reward_eta=0.5, invalid_action="penalty", invalid_penalty=2.5)
+    bad = _masked(fb, 3)
+    assert _masked(pen, 3) == bad
+    with pytest.warns(InvalidActionWarning, match="masked out") as record:
+        o1, r1, _, _, i1 = fb.step(bad)
+        bad2 = (
+            int(np.flatnonzero(i1["action_mask"] == 0)[0]) if not i1["action_mask"].all() else None
+        )
+        if bad2 is not None:
+            fb.step(bad2)
+    assert len(record) == 1  # once per env
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # penalty: no warning
+        o2, r2, _, _, i2 = pen.step(bad)
+    np.testing.assert_array_equal(o1, o2)
+    assert r2 == r1 - 2.5 and i1["invalid_action"] and i2["invalid_action"]
+    assert i1["invalid_actions"] == i2["invalid_actions"] == 1
+    assert fb.step(0)[4]["invalid_actions"] >= 1 + (bad2 is not None)
+    fb.reset(seed=1)
+    assert fb.step(int(np.flatnonzero(fb.action_masks())[0]))[4]["invalid_actions"] == 0
+    strict = ServerFarmEnv("paper-100", invalid_action="raise")
+    with pytest.raises(ValueError, match="masked out"):
+        strict.step(_masked(strict, 3))
+    for bad_arg in ({"invalid_action": "ignore"}, {"invalid_penalty": -1.0}):
+        with pytest.raises(ValueError, match=next(iter(bad_arg))):
+            ServerFarmEnv("tiny", **bad_arg)
+
+
+def test_bad_actions_and_reset_options_are_refused_by_name() -> None:
+    env = ServerFarmEnv("tiny")
+    env.reset(seed=0)
+    for a in (True, False, np.bool_(True), np.array(True)):
+        with pytest.raises(ValueError, match="not in the action space"):
+            env.step(a)
+    huge = 2**64 - 1
+    for a in (np.uint64(huge), np.array(huge, dtype=np.uint64)):
+        with pytest.raises(ValueError, match=f"action {huge} "):
+            env.step(a)
+    for options in ("bad", ["reset_mask"], 3):
+        with pytest.raises(ValueError, match="options: expected a dict or None"):
+            env.reset(options=options)
+    env.reset(options={})  # a dict (unused) is fine

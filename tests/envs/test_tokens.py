@@ -211,7 +211,7 @@ def test_a_padded_action_falls_back_like_a_masked_one() -> None:
     fallbacks = 0
     for t in range(400):
         m = group_env.action_masks()
-        masked = np.flatnonzero(~m)
+        masked = np.flatnonzero(m == 0)  # int8 masks: ~ would be bitwise
         if len(masked) and t % 3 == 0:
             a_g, a_t = int(masked[0]), int(padded[t % len(padded)])
             fallbacks += 1

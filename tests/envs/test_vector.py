@@ -3,13 +3,18 @@ autoreset, masks, the SB3 adapter (sb3-contrib's mask protocol, a short Maskable
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 
 import envs  # noqa: F401  (registers the env ids)
 from envs.config import farm_from_dict
 from envs.scenarios import load_scenario
+from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from envs.vector import ServerFarmVectorEnv
 
 SCALARS = ("work", "energy", "time", "throughput", "power", "efficiency", "blocking", "eta")
@@ -92,6 +97,7 @@ def test_make_vec_default_mode_and_spaces() -> None:
     masks = venv.unwrapped.action_masks()
     assert masks.shape == (4, venv.single_action_space.n) and masks.dtype == bool
     np.testing.assert_array_equal(masks, infos["action_mask"])
+    assert infos["action_mask"].dtype == np.int8  # the single env's masks, stacked
     assert len(venv.unwrapped.call("action_masks")) == 4
     assert venv.unwrapped.get_attr("action_mode") == ("group",) * 4
     _, rew, _, trunc, _ = venv.step(venv.action_space.sample())
@@ -303,3 +309,152 @@ def test_set_warmup_starts_each_env_after_its_own_warmup() -> None:
     for bad in ([1, 2], [0, -1, 5], [0.5, 1.0, 2.0]):
         with pytest.raises(ValueError, match="epochs: expected 3 non-negative integers"):
             venv.set_warmup(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gymnasium 1.x conformance: the three autoreset modes against SyncVectorEnv, step for step
+# ---------------------------------------------------------------------------------------------
+def _same(a: Any, b: Any, path: str = "") -> None:
+    """Equal values and dtypes, through dicts and SyncVectorEnv's object arrays of final_obs."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), (path, set(a) ^ set(b))
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, np.ndarray) and a.dtype == object:
+        assert b.dtype == object, path
+        for x, y in zip(a, b, strict=True):
+            assert (x is None) == (y is None), path
+            if x is not None:
+                np.testing.assert_array_equal(x, y, err_msg=path)
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype, (path, a.dtype, b.dtype)
+        np.testing.assert_array_equal(a, b, err_msg=path)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    ("env_id", "kw"),
+    [
+        ("ServerFarm-v0", {}),
+        (
+            "ServerFarmGroup-v0",
+            {"objective": "cost", "reward_eta": 0.3, "invalid_action": "penalty"},
+        ),
+    ],
+    ids=["server", "group-cost-penalty"],
+)
+def test_autoreset_modes_match_sync_vector_env(mode: AutoresetMode, env_id: str, kw: dict) -> None:
+    """Observations, rewards, dones and every info (final_obs / final_info of SAME_STEP, the
+    partial resets of DISABLED) equal, with dtypes, to SyncVectorEnv over single envs."""
+    n, horizon = 3, 5
+    kw = dict(kw, scenario=_time_varying() if "objective" in kw else "tiny")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InvalidActionWarning)
+        native = gym.make_vec(env_id, n, "vector_entry_point", max_episode_steps=horizon,
+                              autoreset_mode=mode, **kw)  # fmt: skip
+        sync = gym.make_vec(env_id, n, "sync", vector_kwargs={"autoreset_mode": mode},
+                            max_episode_steps=horizon, **kw)  # fmt: skip
+        assert native.autoreset_mode == sync.autoreset_mode == native.metadata["autoreset_mode"]
+        for x, y in zip(native.reset(seed=3), sync.reset(seed=3), strict=True):
+            _same(x, y, "reset")
+        rng = np.random.default_rng(0)
+        ended = 0
+        for t in range(4 * horizon + 3):
+            a = rng.integers(0, native.single_action_space.n, n)  # partly masked: replaced
+            out_n, out_s = native.step(a), sync.step(a)
+            for x, y in zip(out_n, out_s, strict=True):
+                _same(x, y, f"step {t}")
+            ended += int(out_n[3].sum())
+            if mode is AutoresetMode.DISABLED and out_n[3].any():
+                with pytest.raises(RuntimeError, match="reset_mask"):
+                    native.step(a)
+                m = out_n[3].copy()
+                for x, y in zip(native.reset(options={"reset_mask": m}),
+                                sync.reset(options={"reset_mask": m}), strict=True):  # fmt: skip
+                    _same(x, y, f"partial reset {t}")
+        assert ended >= n * 3
+
+
+def test_reset_mask_options_and_autoreset_mode_are_checked_by_name() -> None:
+    v = ServerFarmVectorEnv(3, "tiny", autoreset_mode="SameStep")
+    assert v.autoreset_mode is AutoresetMode.SAME_STEP
+    with pytest.raises(ValueError, match="first reset must reset every env"):
+        v.reset(options={"reset_mask": np.array([True, False, False])})
+    v.reset(seed=0)
+    for bad in (np.array([1, 0, 0]), np.array([True, False]), [True, False, True]):
+        with pytest.raises(ValueError, match="options: 'reset_mask' must be a numpy bool array"):
+            v.reset(options={"reset_mask": bad})
+    with pytest.raises(ValueError, match="selects no env"):
+        v.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
+    with pytest.raises(ValueError, match="options: expected a dict or None"):
+        v.reset(options="bad")
+    with pytest.raises(ValueError, match="autoreset_mode: unknown 'sometimes'"):
+        ServerFarmVectorEnv(2, "tiny", autoreset_mode="sometimes")
+    with pytest.raises(ValueError, match="vector_kwargs: \\['shared_memory'\\]"):
+        ServerFarmVectorEnv(2, "tiny", vector_kwargs={"shared_memory": True})
+    assert (
+        ServerFarmVectorEnv(2, "tiny", vector_kwargs={"autoreset_mode": "Disabled"}).autoreset_mode
+        is AutoresetMode.DISABLED
+    )
+
+
+def test_make_vec_takes_wrappers_and_vector_kwargs() -> None:
+    """Gymnasium's make_vec refuses wrappers / vector_kwargs in its default (native) mode;
+    envs.vector.make_vec routes them: native for what it understands, sync otherwise."""
+    from envs.vector import make_vec
+    from envs.wrappers import MaskInObservation
+
+    v = make_vec("ServerFarm-v0", 2, vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    assert (
+        isinstance(v.unwrapped, ServerFarmVectorEnv) and v.autoreset_mode is AutoresetMode.SAME_STEP
+    )
+    w = make_vec("ServerFarm-v0", 2, wrappers=[MaskInObservation], scenario="tiny")
+    assert isinstance(w, gym.vector.SyncVectorEnv)
+    obs, _ = w.reset(seed=0)
+    assert obs["action_mask"].dtype == np.int8 and obs["action_mask"].shape == (2, 4)
+    s = make_vec("ServerFarm-v0", 2, vector_kwargs={"copy": False, "observation_mode": "same"})
+    assert isinstance(s, gym.vector.SyncVectorEnv)
+    with pytest.raises(ValueError, match="vectorization_mode: 'vector_entry_point'"):
+        make_vec("ServerFarm-v0", 2, "vector_entry_point", wrappers=[MaskInObservation])
+
+
+def test_huge_num_envs_and_bad_actions_are_refused_up_front() -> None:
+    from envs.vector import bytes_per_env, max_num_envs
+
+    limit = max_num_envs(ServerFarmEnv("paper-100"))
+    assert 1 < limit < 2**40 and bytes_per_env(ServerFarmEnv("paper-100")) > 1000
+    for make in (
+        lambda: gym.make_vec("ServerFarm-v0", num_envs=10**12, scenario="paper-100"),
+        lambda: ServerFarmVectorEnv(limit + 1, "paper-100"),
+    ):
+        with pytest.raises(ValueError, match=r"num_envs: .* at most [\d,]+ fit"):
+            make()
+    for bad in (True, 2.0, 0):
+        with pytest.raises(ValueError, match="num_envs"):
+            ServerFarmVectorEnv(bad, "tiny")
+    v = ServerFarmVectorEnv(2, "tiny")
+    v.reset(seed=0)
+    huge = 2**64 - 1
+    with pytest.raises(ValueError, match=f"\\[{huge}, 0\\] has an index outside"):
+        v.step(np.array([huge, 0], dtype=np.uint64))
+    with pytest.raises(ValueError, match="expected integers"):
+        v.step(np.array([True, False]))
+    v.step(np.array([1, 0], dtype=np.uint64))  # small unsigned indices are fine
+
+
+def test_fallback_warns_once_and_penalty_in_the_vector_env() -> None:
+    fb = ServerFarmVectorEnv(4, "paper-100", reward_eta=0.5)
+    pen = ServerFarmVectorEnv(4, "paper-100", reward_eta=0.5, invalid_action="penalty",
+                              invalid_penalty=3.0)  # fmt: skip
+    fb.reset(seed=1)
+    pen.reset(seed=1)
+    rng = np.random.default_rng(2)
+    with pytest.warns(InvalidActionWarning) as record:
+        for _ in range(20):
+            a = rng.integers(0, fb.single_action_space.n, 4)
+            _, r1, _, _, i1 = fb.step(a)
+            _, r2, _, _, i2 = pen.step(a)
+            np.testing.assert_array_equal(r2, r1 - 3.0 * i1["invalid_action"])
+            np.testing.assert_array_equal(i1["invalid_actions"], i2["invalid_actions"])
+    assert len(record) == 1 and i1["invalid_actions"].sum() > 0
