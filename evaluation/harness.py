@@ -81,6 +81,8 @@ DEFAULT_POLICIES: tuple[str, ...] = ("pas", "whittle", "random", "jsq", "optimal
 REFERENCE_POLICY = "pas"
 #: per-replication metrics summarised as {"mean", "ci95", ...}
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
+#: reported when every replication carries it (the simulator's Little's-law response time)
+OPTIONAL_METRICS = ("mean_response_time",)
 
 
 def default_warmup(horizon: int) -> int:
@@ -297,6 +299,9 @@ def summarize_plan(
         entry: dict[str, Any] = {"route": plan.routes[name]}
         for m in METRICS:
             entry[m] = summarize([r[m] for r in runs])
+        for m in OPTIONAL_METRICS:
+            if runs and all(r.get(m) is not None for r in runs):
+                entry[m] = summarize([r[m] for r in runs])
         bpt = np.array([r["blocking_per_type"] for r in runs], dtype=np.float64)
         entry["blocking_per_type"] = {
             jt.name: summarize(bpt[:, j]) for j, jt in enumerate(config.job_types)
@@ -307,7 +312,9 @@ def summarize_plan(
         entry["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
         entry["gap_to_bound_pct"] = shortfall_pct(eff, bound)
         entry["invalid_actions"] = int(sum(r["invalid_actions"] for r in runs))
-        entry["replications"] = [{k: r[k] for k in _RUN_KEYS} for r in runs]
+        entry["replications"] = [
+            {k: r[k] for k in (*_RUN_KEYS, *OPTIONAL_METRICS) if k in r} for r in runs
+        ]
         out_pol[name] = entry
     return {
         "scenario": config.name,
@@ -463,6 +470,7 @@ def evaluate_exact(
             "power": exact(res.power),
             "blocking": exact(overall_blocking(config, res)),
             "cost_efficiency": exact(cost_efficiency(config, res)),
+            "mean_response_time": exact(res.mean_response_time),
             "blocking_per_type": {
                 jt.name: exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
             },
