@@ -366,6 +366,7 @@ class ServerFarmEnv(gym.Env):
             "efficiency": o[kn.X_EFFICIENCY],
             "blocking": o[kn.X_BLOCKING],
             "blocking_per_type": self._out[kn.N_OUT :].copy(),
+            "mean_response_time": np.float64(o[kn.X_RESPONSE]),  # Little's law, since reset
             "eta": o[kn.X_ETA],
             "invalid_action": o[kn.X_INVALID] != 0.0,
         }
@@ -507,7 +508,7 @@ class ServerFarmEnv(gym.Env):
     @property
     def running_stats(self) -> dict[str, float]:
         """Since the last reset: time, steps, throughput, power, efficiency (work / energy),
-        cost_efficiency (work / money) and blocking, as in ``info``."""
+        cost_efficiency (work / money), blocking and mean response time, as in ``info``."""
         o = self._out
         return {
             "time": float(o[kn.X_TIME]),
@@ -517,4 +518,5 @@ class ServerFarmEnv(gym.Env):
             "efficiency": float(o[kn.X_EFFICIENCY]),
             "cost_efficiency": float(o[kn.X_COSTEFF]),
             "blocking": float(o[kn.X_BLOCKING]),
+            "mean_response_time": float(o[kn.X_RESPONSE]),
         }

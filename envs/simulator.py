@@ -33,6 +33,9 @@ class SimStats:
 
     ``throughput`` is work served per unit time (= departure rate in the long run, sizes have mean
     1), ``power`` energy per unit time, ``efficiency`` = throughput / power (the objective).
+    ``job_time`` is the time integral of the number of jobs in the system, so by Little's law
+    ``mean_jobs_in_system`` = job_time / time and ``mean_response_time`` = job_time / accepted
+    jobs (a job's time from its acceptance to its departure).
     """
 
     time: float
@@ -44,6 +47,17 @@ class SimStats:
     blocked: np.ndarray  # int64[J]
     departures: int
     epochs: int
+    job_time: float = 0.0
+
+    @property
+    def mean_jobs_in_system(self) -> float:
+        return self.job_time / self.time if self.time > 0 else 0.0
+
+    @property
+    def mean_response_time(self) -> float:
+        """Mean time from acceptance to departure (Little's law), 0.0 before any acceptance."""
+        a = int(self.accepted.sum())
+        return self.job_time / a if a > 0 else 0.0
 
     @property
     def throughput(self) -> float:
@@ -83,6 +97,7 @@ class SimStats:
             self.blocked - other.blocked,
             self.departures - other.departures,
             self.epochs - other.epochs,
+            self.job_time - other.job_time,
         )
 
     def as_dict(self) -> dict[str, float | list[float]]:
@@ -94,6 +109,7 @@ class SimStats:
             "cost_efficiency": self.cost_efficiency,
             "blocking": self.blocking,
             "blocking_per_type": self.blocking_per_type.tolist(),
+            "mean_response_time": self.mean_response_time,
             "epochs": self.epochs,
         }
 
@@ -243,7 +259,21 @@ class FarmSimulator:
             blocked=cnt[2].copy(),
             departures=int(isc[kn.DEPARTURES]),
             epochs=int(isc[kn.EPOCHS]),
+            job_time=float(fs[kn.JOBTIME]),
         )
+
+    @property
+    def mean_jobs_in_system(self) -> np.float64:
+        """Time-average number of jobs in the system since the last reset."""
+        t = self._fs[kn.T]
+        return self._fs[kn.JOBTIME] / t if t > 0 else np.float64(0.0)
+
+    @property
+    def mean_response_time(self) -> np.float64:
+        """Mean response time (acceptance to departure) since the last reset, by Little's law:
+        the time integral of the jobs in the system over the jobs accepted (0.0 before any)."""
+        a = self._cnt[1].sum()
+        return self._fs[kn.JOBTIME] / a if a > 0 else np.float64(0.0)
 
     @property
     def work(self) -> float:

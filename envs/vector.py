@@ -52,6 +52,7 @@ _SCALAR_INFO = (
     ("power", kn.X_POWER),
     ("efficiency", kn.X_EFFICIENCY),
     ("blocking", kn.X_BLOCKING),
+    ("mean_response_time", kn.X_RESPONSE),
     ("eta", kn.X_ETA),
 )
 

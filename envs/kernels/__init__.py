@@ -11,8 +11,9 @@ only do events. Layout of the state (all plain numpy arrays, no per-event alloca
   every built-in dispatcher breaks ties by (see :mod:`envs.kernels.level_sets`; one more tree per
   group holds its non-full servers). ``hsize[k, b]`` is the histogram m_{k,b}. Moving a server between levels
   costs O(1) plus O(log64 R_k) in the worst case, independent of the rest of the farm.
-* ``fs`` (float64[8]): time, integrated work, energy, energy cost, current total service rate W,
-  power P, cost rate C, and the time of the next arrival (general-size kernel only).
+* ``fs`` (float64[10]): time, integrated work, energy, energy cost, current total service rate W,
+  power P, cost rate C, the time of the next arrival (general-size kernel only), the number of
+  jobs in the system and its time integral (mean response time by Little's law).
 * ``isc`` (int64[6]): interval index, departures, decision epochs, pending job type (-1 if none),
   size of the departure heap (general sizes), invalid actions.
 * ``cnt`` (int64[3, J]): arrivals, accepted, blocked per job type.
@@ -108,6 +109,7 @@ from envs.kernels.layout import (
     E_WPOL,
     EF_BC,
     EF_BE,
+    EF_BN,
     EF_BT,
     EF_BW,
     EF_ETAE,
@@ -145,8 +147,10 @@ from envs.kernels.layout import (
     HEADER_SIZE,
     INTERVAL,
     INVALID,
+    JOBTIME,
     N_OUT,
     NEXT_ARR,
+    NJOBS,
     NO_SERVER,
     O_BUF,
     O_CNT,
@@ -229,6 +233,7 @@ from envs.kernels.layout import (
     X_INVALID,
     X_JOB,
     X_POWER,
+    X_RESPONSE,
     X_REWARD,
     X_THROUGHPUT,
     X_TIME,
@@ -273,6 +278,7 @@ __all__ = [
     "EFO_PAS",
     "EF_BC",
     "EF_BE",
+    "EF_BN",
     "EF_BT",
     "EF_BW",
     "EF_ETAE",
@@ -325,9 +331,11 @@ __all__ = [
     "INTERVAL",
     "INVALID",
     "INVALID_RAISE",
+    "JOBTIME",
     "MODE_GROUP",
     "MODE_SERVER",
     "NEXT_ARR",
+    "NJOBS",
     "NO_SERVER",
     "N_OUT",
     "OK",
@@ -418,6 +426,7 @@ __all__ = [
     "X_INVALID",
     "X_JOB",
     "X_POWER",
+    "X_RESPONSE",
     "X_REWARD",
     "X_THROUGHPUT",
     "X_TIME",

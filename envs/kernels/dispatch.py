@@ -6,7 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from envs.kernels.cache import kernel_njit
-from envs.kernels.layout import COST, CRATE, ENERGY, NO_SERVER, PRATE, WORK, WRATE, T
+from envs.kernels.layout import (
+    COST,
+    CRATE,
+    ENERGY,
+    JOBTIME,
+    NJOBS,
+    NO_SERVER,
+    PRATE,
+    WORK,
+    WRATE,
+    T,
+)
 from envs.kernels.level_sets import level_min
 
 # policy kinds of the built-in dispatchers
@@ -20,6 +31,7 @@ def integrate(fs, dt):
     fs[WORK] += fs[WRATE] * dt
     fs[ENERGY] += fs[PRATE] * dt
     fs[COST] += fs[CRATE] * dt
+    fs[JOBTIME] += fs[NJOBS] * dt
     fs[T] += dt
 
 
@@ -38,19 +50,23 @@ def next_boundary(t, length):
 
 @kernel_njit()
 def recompute_rates(occ, server_group, mu, pw, price, fs):
-    """Recompute W, P, C from scratch (removes floating drift; called at kernel entry)."""
+    """Recompute W, P, C and the number of jobs from scratch (removes floating drift; called at
+    kernel entry)."""
     w = 0.0
     p = 0.0
     c = 0.0
+    nj = 0
     for s in range(occ.shape[0]):
         k = server_group[s]
         n = occ[s]
         w += mu[k, n]
         p += pw[k, n]
         c += price[k] * pw[k, n]
+        nj += n
     fs[WRATE] = w
     fs[PRATE] = p
     fs[CRATE] = c
+    fs[NJOBS] = nj
 
 
 @kernel_njit(inline="always")

@@ -29,6 +29,7 @@ from envs.kernels.layout import (
     E_WPOL,
     EF_BC,
     EF_BE,
+    EF_BN,
     EF_BT,
     EF_BW,
     EF_ETAE,
@@ -55,6 +56,7 @@ from envs.kernels.layout import (
     H_J,
     H_S,
     INTERVAL,
+    JOBTIME,
     N_OUT,
     PENDING,
     U_BUF,
@@ -78,6 +80,7 @@ from envs.kernels.layout import (
     X_INVALID,
     X_JOB,
     X_POWER,
+    X_RESPONSE,
     X_REWARD,
     X_THROUGHPUT,
     X_TIME,
@@ -197,6 +200,10 @@ def _info(u, eib, efb, out, work, energy, cost, invalid):
         blk_sum += b
         out[N_OUT + j] = b / max(a, 1) if a > 0 else 0.0
     out[X_BLOCKING] = float(blk_sum) / arr_sum if arr_sum > 0 else 0.0
+    # Little's law: the time integral of the jobs in the system over the jobs accepted (the
+    # arrival waiting for this step's decision is counted in arr_sum but not yet accepted)
+    acc_sum = arr_sum - blk_sum - (1 if u[U_ISC][PENDING] >= 0 else 0)
+    out[X_RESPONSE] = (fs[JOBTIME] - efb[EF_BN]) / acc_sum if acc_sum > 0 else 0.0
     out[X_ETA] = _eta(eib, efb)
     out[X_INVALID] = 1.0 if invalid else 0.0
     out[X_JOB] = eib[E_JOB]
@@ -221,6 +228,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     efb[EF_BW] = fs[WORK]
     efb[EF_BE] = fs[ENERGY]
     efb[EF_BC] = fs[COST]
+    efb[EF_BN] = fs[JOBTIME]
     for j in range(cnt.shape[1]):
         eib[eib[EO_BARR] + j] = cnt[0, j]
         eib[eib[EO_BBLK] + j] = cnt[2, j]

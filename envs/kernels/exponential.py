@@ -26,6 +26,8 @@ from envs.kernels.layout import (
     ENERGY,
     EPOCHS,
     INTERVAL,
+    JOBTIME,
+    NJOBS,
     PENDING,
     PRATE,
     WORK,
@@ -82,6 +84,7 @@ def loop_exponential(
     done = 0
     t, work, energy, cost = fs[T], fs[WORK], fs[ENERGY], fs[COST]
     W, P, C = fs[WRATE], fs[PRATE], fs[CRATE]
+    nj, jobtime = fs[NJOBS], fs[JOBTIME]  # jobs in the system and its integral (Little's law)
     while True:
         lam = crates[iv, JL]
         total = lam + W
@@ -95,6 +98,7 @@ def loop_exponential(
                 work += W * d
                 energy += P * d
                 cost += C * d
+                jobtime += nj * d
                 t = boundary
                 iv = int(np.floor(boundary / interval_length + 0.5)) % NI
                 isc[INTERVAL] = iv
@@ -105,6 +109,7 @@ def loop_exponential(
         work += W * dt
         energy += P * dt
         cost += C * dt
+        jobtime += nj * dt
         t += dt
         u = rng.random() * total
         if u < lam:
@@ -171,10 +176,12 @@ def loop_exponential(
         W += mu[k, nb] - mu[k, b]
         P += dp
         C += price[k] * dp
+        nj += nb - b
         if nb > b and done >= n_epochs:
             break
     fs[T], fs[WORK], fs[ENERGY], fs[COST] = t, work, energy, cost
     fs[WRATE], fs[PRATE], fs[CRATE] = W, P, C
+    fs[NJOBS], fs[JOBTIME] = nj, jobtime
     return done
 
 

@@ -18,8 +18,8 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # slots of fs (float64 state)
 (
-    T, WORK, ENERGY, COST, WRATE, PRATE, CRATE, NEXT_ARR,
-) = range(8)  # fmt: skip
+    T, WORK, ENERGY, COST, WRATE, PRATE, CRATE, NEXT_ARR, NJOBS, JOBTIME,
+) = range(10)  # fmt: skip
 
 # slots of isc (int64 state)
 (
@@ -55,14 +55,15 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 
 # efb: env float slots (EF_*), then its tables
 (
-    EF_FIXETA, EF_TAU, EF_SCALE, EF_LAM, EF_ETAW, EF_ETAE, EF_BT, EF_BW, EF_BE, EF_BC, EF_HEADER,
-) = range(11)  # fmt: skip
+    EF_FIXETA, EF_TAU, EF_SCALE, EF_LAM, EF_ETAW, EF_ETAE, EF_BT, EF_BW, EF_BE, EF_BC, EF_BN,
+    EF_HEADER,
+) = range(12)  # fmt: skip
 
 # the env's out table: reward and info numbers (X_*), then blocking per type
 (
     X_REWARD, X_WORK, X_ENERGY, X_COST, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING,
-    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, N_OUT,
-) = range(15)  # fmt: skip
+    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, X_RESPONSE, N_OUT,
+) = range(16)  # fmt: skip
 
 
 @kernel_njit(inline="always")
@@ -103,7 +104,7 @@ def unpack(ib, fb):
         as2d(fb[ib[P_PR] : ib[P_PR] + NI * K], NI, K),
         as2d(fb[ib[P_DPAR] : ib[P_DPAR] + J * 2], J, 2),
         fb[ib[P_IVL]],
-        fb[ib[P_FS] : ib[P_FS] + 8],
+        fb[ib[P_FS] : ib[P_FS] + 10],
         fb[ib[P_VWORK] : ib[P_VWORK] + ns],
         fb[ib[P_TLAST] : ib[P_TLAST] + ns],
         as2d(fb[ib[P_JOBS] : ib[P_JOBS] + ns * (B1 - 1)], ns, B1 - 1),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from envs.kernels.cache import kernel_njit
-from envs.kernels.layout import CRATE, NO_SERVER, PRATE, WRATE, set_views
+from envs.kernels.layout import CRATE, NJOBS, NO_SERVER, PRATE, WRATE, set_views
 
 # Each (group, level) set is kept twice, because the two questions asked of it need different
 # structures:
@@ -130,3 +130,4 @@ def move_server(s, k, b, nb, occ, hdata, hpos, hbase, hsize, sets, mu, pw, price
     fs[WRATE] += mu[k, nb] - mu[k, b]
     fs[PRATE] += dp
     fs[CRATE] += price[k] * dp
+    fs[NJOBS] += nb - b

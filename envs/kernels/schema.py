@@ -67,7 +67,20 @@ DIMS = (
 )
 #: expressions derived from the dimensions (locals of unpack)
 DERIVED = (("ns", "S if GEN else 0"),)  # per-server arrays of the general kernel
-FS_SLOTS = ("T", "WORK", "ENERGY", "COST", "WRATE", "PRATE", "CRATE", "NEXT_ARR")
+# NJOBS: jobs in the system now (a float: it multiplies dt); JOBTIME: its time integral (Little's
+# law: mean response time = JOBTIME / accepted jobs, mean jobs in system = JOBTIME / time)
+FS_SLOTS = (
+    "T",
+    "WORK",
+    "ENERGY",
+    "COST",
+    "WRATE",
+    "PRATE",
+    "CRATE",
+    "NEXT_ARR",
+    "NJOBS",
+    "JOBTIME",
+)
 # BLOCKED_LEFT: countdown of blocked arrivals before the running packed_run returns (0: no bound)
 ISC_SLOTS = ("INTERVAL", "DEPARTURES", "EPOCHS", "PENDING", "DHEAP_SIZE", "INVALID", "BLOCKED_LEFT")
 RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
@@ -123,10 +136,10 @@ ENV_ISLOTS = (
 )  # fmt: skip
 ENV_ITABLES = ("ACTR", "ACTC", "HISTR", "HISTC", "AVAIL", "LOFF", "BARR", "BBLK")
 ENV_FTABLES = ("INVB", "HINV", "PAS", "OUT")  # offsets into efb, kept in eib (integers)
-ENV_FSLOTS = ("FIXETA", "TAU", "SCALE", "LAM", "ETAW", "ETAE", "BT", "BW", "BE", "BC")
+ENV_FSLOTS = ("FIXETA", "TAU", "SCALE", "LAM", "ETAW", "ETAE", "BT", "BW", "BE", "BC", "BN")
 OUT_SLOTS = (
     "REWARD", "WORK", "ENERGY", "COST", "TIME", "THROUGHPUT", "POWER", "EFFICIENCY", "BLOCKING",
-    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC",
+    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC", "RESPONSE",
 )  # fmt: skip
 
 
