@@ -84,7 +84,7 @@ def _mix_curve(config, front, points, measure, method, grid_D, max_mix_seconds):
     if method == "exact":
         out = []
         for D in grid_D:
-            if D < front[0].mean_response_time:
+            if front[0].mean_response_time > D:
                 continue  # no order meets D, so no mix of a meeting order either
             m = best_order_mix(points, float(D), measure)
             out.append(_row(m.efficiency, m.mean_response_time, slo=float(D), p=m.p))

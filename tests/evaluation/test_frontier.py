@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -37,7 +38,7 @@ def test_exact_frontier_orders_the_curves(tiny_frontier):
     # static front: increasing in both coordinates, below the optimum at every D
     assert all(
         a["mean_response_time"] < b["mean_response_time"] and a["efficiency"] < b["efficiency"]
-        for a, b in zip(static, static[1:], strict=False)
+        for a, b in itertools.pairwise(static)
     )
     for r, m in zip(opt, mix, strict=True):
         meets = [s["efficiency"] for s in static if s["mean_response_time"] <= r["slo"]]
