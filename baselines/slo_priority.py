@@ -18,16 +18,20 @@ Measures, ``(efficiency, E[T])`` of each candidate:
   every candidate), a mix by runs of consecutive arrivals with the same order (the run lengths of
   i.i.d. per-arrival choices are geometric, so this *is* the per-arrival mix).
 
-Candidates: every strict order when there are at most ``max_orders`` of them (``U!`` for ``U``
-usable pairs), else every group order with each group packed (fullest non-full server first) or
-spread (emptiest first). Mixes: the most efficient orders that break the SLO paired with the most
-efficient ones that meet it, the weight found on a grid and refined by bisection at the SLO.
+Candidates, exact: every strict order when there are at most ``max_orders`` of them (``U!`` for
+``U`` usable pairs), else every group order with each group packed (fullest non-full server
+first) or spread (emptiest first); mixes: the most efficient orders that break the SLO paired
+with the most efficient ones that meet it, the weight found on a grid and refined by bisection at
+the SLO (:func:`best_order_mix`). Simulated (large farms): every group order with all groups
+packed or all spread (``2 K!`` simulations); the mix of the two orders that bracket the SLO on
+the static front, its weight by bisection (:func:`bracket_mix`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,6 +56,7 @@ __all__ = [
     "SLOPriorityPolicy",
     "best_order_mix",
     "best_static_order",
+    "bracket_mix",
     "candidate_tables",
     "order_evaluator",
     "order_points",
@@ -99,15 +104,21 @@ def _table(config: FarmConfig, ranking: list[tuple[int, int]]) -> np.ndarray:
     return t
 
 
-def candidate_tables(config: FarmConfig, max_orders: int = MAX_ORDERS) -> list[np.ndarray]:
-    """The static orders searched (module doc): all strict orders, or group orders x pack/spread."""
+def candidate_tables(
+    config: FarmConfig, max_orders: int = MAX_ORDERS, *, per_group: bool = True
+) -> list[np.ndarray]:
+    """The static orders searched (module doc): all strict orders, or group orders x pack/spread
+    per group (``per_group=False``: all groups packed or all spread, ``2 K!`` orders)."""
     pairs = _pairs(config)
     if math.factorial(len(pairs)) <= max_orders:
         return [_table(config, list(r)) for r in itertools.permutations(pairs)]
     out = []
     K = config.n_groups
     for order in itertools.permutations(range(K)):
-        for packs in itertools.product((True, False), repeat=K):
+        modes = (
+            itertools.product((True, False), repeat=K) if per_group else ((True,) * K, (False,) * K)
+        )
+        for packs in modes:
             ranking = []
             for k in order:
                 levels = range(config.groups[k].buffer)
@@ -151,11 +162,11 @@ class _Exact:
 
 
 class _Simulated:
-    def __init__(self, config: FarmConfig, epochs: int, seed: int):
+    def __init__(self, config: FarmConfig, epochs: int, seed: int, durations: float = 200.0):
         self.config, self.seed = config, seed
         slowest = min(max(g.service_rate) for g in config.groups)
         per_duration = config.total_arrival_rate / slowest
-        self.horizon = max(int(epochs), math.ceil(200 * per_duration))
+        self.horizon = max(int(epochs), math.ceil(durations * per_duration))
         self.warmup = max(self.horizon // 10, math.ceil(50 * per_duration))
 
     def __call__(self, table: np.ndarray, other: np.ndarray | None = None, p: float = 1.0):
@@ -189,17 +200,24 @@ def order_evaluator(
     exact_max_states: int = EXACT_MAX_STATES,
     epochs: int = 200_000,
     seed: int = 0,
+    durations: float = 200.0,
 ):
-    """(``measure(table, other=None, p=1.0) -> (efficiency, E[T])``, ``"exact"|"simulated"``)."""
+    """(``measure(table, other=None, p=1.0) -> (efficiency, E[T])``, ``"exact"|"simulated"``).
+
+    Simulated windows: at least ``epochs`` decision epochs and ``durations`` mean job durations
+    of the slowest group, after a warm-up of a tenth of that (at least 50 durations)."""
     if _exact_ok(config, exact_max_states):
         return _Exact(config), "exact"
-    return _Simulated(config, epochs, seed), "simulated"
+    return _Simulated(config, epochs, seed, durations), "simulated"
 
 
-def order_points(config: FarmConfig, measure=None, max_orders: int = MAX_ORDERS):
+def order_points(
+    config: FarmConfig, measure=None, max_orders: int = MAX_ORDERS, *, per_group: bool = True
+):
     """Every candidate order with its (efficiency, E[T]) (exact or simulated)."""
     measure = measure or order_evaluator(config)[0]
-    return [OrderPoint(t, *measure(t)) for t in candidate_tables(config, max_orders)]
+    tables = candidate_tables(config, max_orders, per_group=per_group)
+    return [OrderPoint(t, *measure(t)) for t in tables]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,18 +295,59 @@ def best_order_mix(
     return best
 
 
+def bracket_mix(
+    points: list[OrderPoint], D: float, measure, *, steps: int = 8, max_seconds: float = 60.0
+) -> OrderMix:
+    """The mix of the two orders of the static front that bracket D (the best that meets it and
+    the next more efficient one), its weight by bisection at the SLO: the simulated search.
+
+    Raises:
+        ValueError: one simulated mix costs more than ``max_seconds`` (switching orders costs a
+            pass over the farm's servers; on 10,000 servers a mix is ~100x slower than an order).
+    """
+    base = best_static_order(points, D)
+    better = [q for q in points if q.efficiency > base.efficiency]
+    if not better:
+        return OrderMix(base.table, base.table, 1.0, base.efficiency, base.mean_response_time)
+    a = min(better, key=lambda q: q.mean_response_time)
+    t0 = time.perf_counter()
+    measure(a.table, base.table, 0.5)
+    cost = time.perf_counter() - t0
+    if cost > max_seconds:
+        raise ValueError(
+            f"slo-mix: one simulated mix of two orders takes {cost:.0f} s on this farm (> "
+            f"{max_seconds:g} s); use slo-priority"
+        )
+    p, val = _boundary(measure, a.table, base.table, 0.0, 1.0, D, steps)
+    if val[0] <= base.efficiency:
+        return OrderMix(base.table, base.table, 1.0, base.efficiency, base.mean_response_time)
+    return OrderMix(a.table, base.table, p, *val)
+
+
 @lru_cache(maxsize=16)
-def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderMix, str]:
+def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderMix | str, str]:
     measure, method = order_evaluator(config, seed=seed)
-    points = order_points(config, measure)
-    return best_static_order(points, D), best_order_mix(points, D, measure), method
+    if method == "exact":
+        points = order_points(config, measure)
+        return best_static_order(points, D), best_order_mix(points, D, measure), method
+    # simulated: every group order, all groups packed or all spread (2 K! simulations)
+    n = 2 * math.factorial(config.n_groups)
+    points = order_points(config, measure, n, per_group=False)
+    static = best_static_order(points, D)
+    try:
+        mix: OrderMix | str = bracket_mix(points, D, measure)
+    except ValueError as err:
+        mix = str(err)  # slo-mix refuses this farm; slo-priority still applies
+    return static, mix, method
 
 
 def slo_baselines(
     config: FarmConfig, slo: float | None = None, seed: int = 0
-) -> tuple[OrderPoint, OrderMix, str]:
-    """(best static order, best mix of two orders, ``"exact"|"simulated"``) under the SLO
-    (default: the scenario's). Cached per process."""
+) -> tuple[OrderPoint, OrderMix | str, str]:
+    """(best static order, best mix of two orders or why none, ``"exact"|"simulated"``) under
+    the SLO (default: the scenario's). Exact: every strict order and the searched mixes
+    (:func:`best_order_mix`); simulated: the ``K!`` packed group orders and the bracketing mix
+    (:func:`bracket_mix`). Cached per process."""
     return _search(config, slo_of(config, slo), int(seed))
 
 
@@ -333,6 +392,8 @@ class SLOMixPolicy(Policy):
     ):
         super().__init__(config, action_mode, seed)
         _, mix, self.method = slo_baselines(config, slo)
+        if isinstance(mix, str):
+            raise ValueError(mix)
         self.mix = mix
         self.p = float(mix.p)
         self.efficiency, self.mean_response_time = mix.efficiency, mix.mean_response_time

@@ -7,7 +7,9 @@ Curves (efficiency against the mean response time ``E[T]``, Little's law):
   bounds ``D`` from the smallest achievable E[T] to the E[T] of the unconstrained optimum (beyond
   it the SLO does not bind and the curve is flat);
 * ``static``: the Pareto front of the static priority orders (:mod:`baselines.slo_priority`:
-  exact on small farms, simulated with common random numbers otherwise), a staircase;
+  exact on small farms, every strict order; simulated with common random numbers otherwise,
+  every group order with all groups packed or all spread, windows of ``durations`` mean job
+  durations of the slowest group), a staircase;
 * ``mix``: per-arrival random mixes of two orders. Exact farms: the best mix at each ``D`` of
   the grid (:func:`baselines.slo_priority.best_order_mix`). Simulated farms: mixes of each two
   consecutive orders of the static front at weights 1/4, 1/2, 3/4, when one simulated mix costs
@@ -136,7 +138,8 @@ def frontier(
     horizon: int = 100_000,
     seed: int = 0,
     workers: int | None = None,
-    epochs: int = 200_000,
+    epochs: int = 100_000,
+    durations: float = 50.0,
     max_mix_seconds: float = 10.0,
 ) -> dict[str, Any]:
     """The frontier report (module doc): ``{"scenario", "method", "slo", "min_response_time",
@@ -146,7 +149,7 @@ def frontier(
     t0 = time.perf_counter()
     config = load_scenario(scenario)
     measure, method = order_evaluator(config, exact_max_states=EXACT_MAX_STATES, epochs=epochs,
-                                      seed=seed)  # fmt: skip
+                                      seed=seed, durations=durations)  # fmt: skip
     notes: list[str] = []
     opt_curve, lo, hi = [], None, None
     if method == "exact":
@@ -154,9 +157,10 @@ def frontier(
             opt_curve, lo, hi = _optimum_curve(config, n_points)
         except (ValueError, MemoryError) as err:
             notes.append(f"no exact optimum curve: {err}")
-    # simulated: pack within each group (the orders PAS-like dispatchers use); K! orders
-    max_orders = 5_040 if method == "exact" else math.factorial(config.n_groups)
-    tables = candidate_tables(config, max_orders=max_orders)
+    # simulated: every group order with all groups packed or all spread (2 K! orders)
+    exact = method == "exact"
+    max_orders = 5_040 if exact else 2 * math.factorial(config.n_groups)
+    tables = candidate_tables(config, max_orders=max_orders, per_group=exact)
     points = [OrderPoint(t, *measure(t)) for t in tables]
     front = _pareto(points)
     if lo is None:
