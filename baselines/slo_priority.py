@@ -20,10 +20,10 @@ Measures, ``(efficiency, E[T])`` of each candidate:
 
 Candidates, exact: every strict order when there are at most ``max_orders`` of them (``U!`` for
 ``U`` usable pairs), else every group order with each group packed (fullest non-full server
-first) or spread (emptiest first); mixes: the most efficient orders that break the SLO paired
+first) or spread (emptiest first), and level-major (all groups' emptiest servers first); mixes: the most efficient orders that break the SLO paired
 with the most efficient ones that meet it, the weight found on a grid and refined by bisection at
 the SLO (:func:`best_order_mix`). Simulated (large farms): every group order with all groups
-packed or all spread (``2 K!`` simulations); the mix of the two orders that bracket the SLO on
+packed, all spread, or level-major (``3 K!`` simulations); the mix of the two orders that bracket the SLO on
 the static front, its weight by bisection (:func:`bracket_mix`).
 """
 
@@ -107,8 +107,10 @@ def _table(config: FarmConfig, ranking: list[tuple[int, int]]) -> np.ndarray:
 def candidate_tables(
     config: FarmConfig, max_orders: int = MAX_ORDERS, *, per_group: bool = True
 ) -> list[np.ndarray]:
-    """The static orders searched (module doc): all strict orders, or group orders x pack/spread
-    per group (``per_group=False``: all groups packed or all spread, ``2 K!`` orders)."""
+    """The static orders searched (module doc): all strict orders when there are at most
+    ``max_orders``, else for every group order: group-major orders with each group packed or
+    spread (``per_group=False``: all packed or all spread), and the level-major order (every
+    group's emptiest servers first, the groups in that order at each level)."""
     pairs = _pairs(config)
     if math.factorial(len(pairs)) <= max_orders:
         return [_table(config, list(r)) for r in itertools.permutations(pairs)]
@@ -124,8 +126,8 @@ def candidate_tables(
                 levels = range(config.groups[k].buffer)
                 ranking += [(k, b) for b in (reversed(levels) if packs[k] else levels)]
             out.append(_table(config, ranking))
-            if len(out) >= max_orders:
-                return out
+        rank = {k: r for r, k in enumerate(order)}
+        out.append(_table(config, sorted(pairs, key=lambda kb: (kb[1], rank[kb[0]]))))
     return out
 
 
@@ -330,8 +332,8 @@ def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderM
     if method == "exact":
         points = order_points(config, measure)
         return best_static_order(points, D), best_order_mix(points, D, measure), method
-    # simulated: every group order, all groups packed or all spread (2 K! simulations)
-    n = 2 * math.factorial(config.n_groups)
+    # simulated: every group order, all groups packed, all spread or level-major (3 K! runs)
+    n = 3 * math.factorial(config.n_groups)
     points = order_points(config, measure, n, per_group=False)
     static = best_static_order(points, D)
     try:

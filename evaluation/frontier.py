@@ -8,7 +8,7 @@ Curves (efficiency against the mean response time ``E[T]``, Little's law):
   it the SLO does not bind and the curve is flat);
 * ``static``: the Pareto front of the static priority orders (:mod:`baselines.slo_priority`:
   exact on small farms, every strict order; simulated with common random numbers otherwise,
-  every group order with all groups packed or all spread, windows of ``durations`` mean job
+  every group order with all groups packed, all spread or level-major, windows of ``durations`` mean job
   durations of the slowest group), a staircase;
 * ``mix``: per-arrival random mixes of two orders. Exact farms: the best mix at each ``D`` of
   the grid (:func:`baselines.slo_priority.best_order_mix`). Simulated farms: mixes of each two
@@ -157,9 +157,9 @@ def frontier(
             opt_curve, lo, hi = _optimum_curve(config, n_points)
         except (ValueError, MemoryError) as err:
             notes.append(f"no exact optimum curve: {err}")
-    # simulated: every group order with all groups packed or all spread (2 K! orders)
+    # simulated: every group order with all groups packed, all spread or level-major (3 K!)
     exact = method == "exact"
-    max_orders = 5_040 if exact else 2 * math.factorial(config.n_groups)
+    max_orders = 5_040 if exact else 3 * math.factorial(config.n_groups)
     tables = candidate_tables(config, max_orders=max_orders, per_group=exact)
     points = [OrderPoint(t, *measure(t)) for t in tables]
     front = _pareto(points)

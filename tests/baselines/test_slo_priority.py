@@ -43,8 +43,10 @@ def test_candidates_are_every_strict_order_on_small_farms():
     tables = candidate_tables(cfg)
     assert len(tables) == 720
     assert len({t.tobytes() for t in tables}) == 720
-    # a capped search: group orders x pack/spread
-    assert len(candidate_tables(cfg, max_orders=100)) == 2 * 4
+    # a capped search: per group order, pack/spread per group (4) and level-major (1)
+    capped = candidate_tables(cfg, max_orders=100)
+    assert len(capped) == 2 * (4 + 1)
+    assert len({t.tobytes() for t in capped}) == len(capped)
 
 
 def test_loose_slo_order_is_the_unconstrained_optimum(tiny):
