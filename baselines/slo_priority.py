@@ -22,7 +22,9 @@ Candidates, exact: every strict order when there are at most ``max_orders`` of t
 ``U`` usable pairs), else every group order with each group packed (fullest non-full server
 first) or spread (emptiest first), and level-major (all groups' emptiest servers first); mixes: the most efficient orders that break the SLO paired
 with the most efficient ones that meet it, the weight found on a grid and refined by bisection at
-the SLO (:func:`best_order_mix`). Simulated (large farms): every group order with all groups
+the SLO (:func:`best_order_mix`); when the orders are too many to enumerate, first-improvement
+passes of adjacent swaps from the best candidate add orders (:func:`swap_search`). Simulated
+(large farms): every group order with all groups
 packed, all spread, or level-major (``3 K!`` simulations); the mix of the two orders that bracket the SLO on
 the static front, its weight by bisection (:func:`bracket_mix`).
 """
@@ -61,6 +63,7 @@ __all__ = [
     "order_evaluator",
     "order_points",
     "slo_baselines",
+    "swap_search",
 ]
 
 #: exact measure up to this many aggregated states
@@ -326,11 +329,53 @@ def bracket_mix(
     return OrderMix(a.table, base.table, p, *val)
 
 
+def swap_search(
+    config: FarmConfig, points: list[OrderPoint], D: float, measure, *, budget: int = 2_000
+) -> list[OrderPoint]:
+    """Orders found by first-improvement passes of adjacent swaps in the ranking, from the best
+    order that meets D (from the fastest one if none does, first lowering E[T] below D): every
+    order measured on the way (for the mix search too). Used when the orders cannot all be
+    enumerated."""
+    pairs = _pairs(config)
+    feasible = [q for q in points if q.mean_response_time <= D]
+    cur = (
+        max(feasible, key=lambda q: q.efficiency)
+        if feasible
+        else min(points, key=lambda q: q.mean_response_time)
+    )
+
+    def key(q: OrderPoint) -> tuple[bool, float]:
+        meets = q.mean_response_time <= D
+        return (meets, q.efficiency if meets else -q.mean_response_time)
+
+    seen, out = {cur.table.tobytes()}, []
+    improved = True
+    while improved and len(out) < budget:
+        improved = False
+        ranking = sorted(pairs, key=lambda kb: -cur.table[kb])
+        for i in range(len(ranking) - 1):
+            cand = [*ranking[:i], ranking[i + 1], ranking[i], *ranking[i + 2 :]]
+            t = _table(config, cand)
+            if t.tobytes() in seen:
+                continue
+            seen.add(t.tobytes())
+            q = OrderPoint(t, *measure(t))
+            out.append(q)
+            if key(q) > key(cur):
+                cur, improved = q, True
+                break
+            if len(out) >= budget:
+                break
+    return out
+
+
 @lru_cache(maxsize=16)
 def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderMix | str, str]:
     measure, method = order_evaluator(config, seed=seed)
     if method == "exact":
         points = order_points(config, measure)
+        if math.factorial(len(_pairs(config))) > MAX_ORDERS:  # not every order was measured
+            points += swap_search(config, points, D, measure)
         return best_static_order(points, D), best_order_mix(points, D, measure), method
     # simulated: every group order, all groups packed, all spread or level-major (3 K! runs)
     n = 3 * math.factorial(config.n_groups)
