@@ -150,7 +150,11 @@ class _Exact:
         self.space = AggregatedSpace(config, max_states=EXACT_MAX_STATES)
 
     def probs(self, table: np.ndarray) -> np.ndarray:
-        sp = self.space
+        return self.probs_of(self.space, table)
+
+    @staticmethod
+    def probs_of(sp: AggregatedSpace, table: np.ndarray) -> np.ndarray:
+        """One-hot float64[N, J, A] of a strict order on the aggregated chain."""
         score = np.where(sp.valid, table[sp.act_k, sp.act_b][None, None, :], -np.inf)
         act = np.argmax(score, axis=2)
         p = np.zeros(sp.valid.shape)
@@ -446,6 +450,14 @@ class SLOMixPolicy(Policy):
         self.efficiency, self.mean_response_time = mix.efficiency, mix.mean_response_time
         self._first = PriorityPolicy(config, action_mode, table=mix.first)
         self._second = PriorityPolicy(config, action_mode, table=mix.second)
+
+    def aggregated_probs(self, space: AggregatedSpace) -> np.ndarray:
+        """float64[N, J, A]: the mix as a randomised symmetric policy of the aggregated chain
+        (its exact evaluation: ``evaluation.exact.randomised_exact``)."""
+        probs = _Exact.probs_of(space, self.mix.first)
+        if self.p < 1.0:
+            probs = self.p * probs + (1.0 - self.p) * _Exact.probs_of(space, self.mix.second)
+        return probs
 
     def _act_batch(
         self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
