@@ -191,6 +191,13 @@ class _Simulated:
             st = sim.stats() - before
         return float(st.efficiency), float(st.mean_response_time)
 
+    def mix_seconds(self, a: np.ndarray, b: np.ndarray, p: float, probe: int = 4_000) -> float:
+        """Estimated seconds of one mixed measurement: a short probe, scaled to the window."""
+        sim = FarmSimulator(self.config, seed=self.seed)
+        t0 = time.perf_counter()
+        self._mixed(sim, np.random.default_rng(self.seed), a, b, p, probe)
+        return (time.perf_counter() - t0) * (self.warmup + self.horizon) / probe
+
     @staticmethod
     def _mixed(sim, rng, a, b, p, n):
         done, use_a = 0, rng.random() < p
@@ -319,12 +326,16 @@ def bracket_mix(
     if not better:
         return OrderMix(base.table, base.table, 1.0, base.efficiency, base.mean_response_time)
     a = min(better, key=lambda q: q.mean_response_time)
-    t0 = time.perf_counter()
-    measure(a.table, base.table, 0.5)
-    cost = time.perf_counter() - t0
+    estimate = getattr(measure, "mix_seconds", None)
+    if estimate is not None:
+        cost = estimate(a.table, base.table, 0.5)
+    else:
+        t0 = time.perf_counter()
+        measure(a.table, base.table, 0.5)
+        cost = time.perf_counter() - t0
     if cost > max_seconds:
         raise ValueError(
-            f"slo-mix: one simulated mix of two orders takes {cost:.0f} s on this farm (> "
+            f"slo-mix: one simulated mix of two orders takes ~{cost:.0f} s on this farm (> "
             f"{max_seconds:g} s); use slo-priority"
         )
     p, val = _boundary(measure, a.table, base.table, 0.0, 1.0, D, steps)
