@@ -320,6 +320,7 @@ def _farm_key(config: FarmConfig) -> dict[str, Any]:
     d = config.to_dict()
     d.pop("name", None)
     d.pop("description", None)
+    d.pop("slo", None)  # an SLO judges a dispatcher, it does not change the farm it dispatches in
     return d
 
 
@@ -349,7 +350,7 @@ def ppo_applicability(arg: str, suite: SuiteDefinition) -> dict[str, tuple[str |
     """For ``ppo:ARG``: scenario name -> (policy spec to evaluate, None) or (None, why n/a).
 
     Rule: a model applies only to the farm it was trained on (same groups, job types and job
-    sizes; names ignored), read from its sidecar. ``ARG`` is a model file, a run directory holding
+    sizes; names and SLOs ignored), read from its sidecar. ``ARG`` is a model file, a run directory holding
     ``best_model.zip`` (else ``final_model.zip``), or a directory of run directories named after
     the suite's scenarios (``ARG/<scenario>/best_model.zip``). A model matching no scenario is an
     error (the run would report nothing for it).
