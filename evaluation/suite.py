@@ -350,10 +350,10 @@ def ppo_applicability(arg: str, suite: SuiteDefinition) -> dict[str, tuple[str |
     """For ``ppo:ARG``: scenario name -> (policy spec to evaluate, None) or (None, why n/a).
 
     Rule: a model applies only to the farm it was trained on (same groups, job types and job
-    sizes; names and SLOs ignored), read from its sidecar. ``ARG`` is a model file, a run directory holding
-    ``best_model.zip`` (else ``final_model.zip``), or a directory of run directories named after
-    the suite's scenarios (``ARG/<scenario>/best_model.zip``). A model matching no scenario is an
-    error (the run would report nothing for it).
+    sizes; names and SLOs ignored), read from its sidecar. ``ARG`` is a model file, a run
+    directory holding ``best_model.zip`` (else ``final_model.zip``), or a directory of run
+    directories named after the suite's scenarios (``ARG/<scenario>/best_model.zip``). A model
+    matching no scenario is an error (the run would report nothing for it).
     """
     path = Path(arg)
     if not path.exists():
