@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from evaluation.cli import add_run_options, run_cli
+from evaluation.frontier import DEFAULT_FRONTIER_POLICIES, frontier_and_write
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
 from evaluation.leaderboard import suite_cli
 from evaluation.report import check_output_paths
@@ -73,14 +74,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot", dest="plot_path", metavar="PATH", help="write a bar plot (PNG/PDF/SVG)"
     )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="compute the efficiency / mean-response-time frontier instead (exact SLO optimum, "
+        "static orders, mixes; --policies as points, default "
+        f"{','.join(DEFAULT_FRONTIER_POLICIES)}); --json and --plot write it (docs/latency.md)",
+    )
+    p.add_argument(
+        "--frontier-points",
+        type=int,
+        default=15,
+        metavar="N",
+        help="with --frontier: SLO bounds swept by the exact optimum (default 15)",
+    )
     add_run_options(p)
     return p
+
+
+def _frontier(parser: argparse.ArgumentParser, a: argparse.Namespace, policies: list[str]) -> int:
+    if a.scenario is None or a.suite is not None or a.csv_path or a.exact:
+        parser.error(
+            "--frontier: give a SCENARIO, with --json/--plot (not --suite, --csv, --exact)"
+        )
+    if a.frontier_points < 2:
+        parser.error(f"--frontier-points: must be >= 2, got {a.frontier_points}")
+    if a.policies == parser.get_default("policies"):
+        policies = list(DEFAULT_FRONTIER_POLICIES)
+
+    def run() -> None:
+        check_output_paths(a.json_path, figures=[a.plot_path])
+        frontier_and_write(
+            a.scenario, policies, json_path=a.json_path, plot_path=a.plot_path, quiet=a.quiet,
+            n_points=a.frontier_points, replications=a.replications, horizon=a.horizon,
+            seed=a.seed, workers=a.workers,
+        )  # fmt: skip
+
+    return run_cli(parser, run)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
     policies = [s.strip() for s in a.policies.split(",") if s.strip()]
+    if a.frontier:
+        return _frontier(parser, a, policies)
     if a.suite is not None:
         return run_cli(parser, lambda: suite_cli(parser, a, policies))
     if a.scenario is None or a.out is not None:

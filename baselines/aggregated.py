@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_PI_STATES",
     "AggregatedSpace",
     "aggregated_efficiency",
+    "aggregated_response_time",
     "estimate_size",
     "evaluate_aggregated",
     "refuse_if_larger",
@@ -123,6 +124,9 @@ class AggregatedSpace:
         n_states, n_actions: N and ``A = sum_k B_k``.
         lam: float64[J] arrival rates.
         W, P: float64[N] total service rate and power in each state.
+        jobs: float64[N] jobs in the farm in each state (``sum_{k,b} b m_{k,b}``).
+        admit: float64[N] rate of admitted arrivals in each state (``sum_j lambda_j`` over the
+            types with a vacancy: no blocking while one exists).
         next_state: int64[N, A] state after an arrival taking action a (-1: no server there).
         valid: bool[N, J, A] admissible actions (``k in K_j``, ``b < B_k``, ``m_{k,b} > 0``).
         departures: (rows, cols, rates) of the departure transitions, the same for every policy.
@@ -151,10 +155,12 @@ class AggregatedSpace:
         mu, eps = config.mu_table, config.power_table
         self.W = np.zeros(N)
         self.P = np.zeros(N)
+        self.jobs = np.zeros(N)
         for k, gs in enumerate(self.groups):
             B = gs.B
             self.W += (gs.comps @ mu[k, : B + 1])[self.cidx[:, k]]
             self.P += (gs.comps @ eps[k, : B + 1])[self.cidx[:, k]]
+            self.jobs += (gs.comps @ np.arange(B + 1.0))[self.cidx[:, k]]
         # departures (fixed for every policy)
         rows, cols, vals = [], [], []
         for k, gs in enumerate(self.groups):
@@ -179,6 +185,7 @@ class AggregatedSpace:
             self.next_state[on, a] = idx[on] + (nx[on] - ck[on]) * self.strides[k]
         self.valid = (self.next_state >= 0)[:, None, :] & config.availability[:, self.act_k][None]
         self.has_vacancy = self.valid.any(axis=2)  # [N, J]
+        self.admit = self.has_vacancy @ self.lam
 
     # ---- lookups --------------------------------------------------------------------------
     def index_of(self, counts: np.ndarray) -> int:
@@ -251,6 +258,14 @@ class AggregatedSpace:
 
 def aggregated_efficiency(space: AggregatedSpace, pi: np.ndarray) -> float:
     return float(pi @ space.W) / float(pi @ space.P)
+
+
+def aggregated_response_time(space: AggregatedSpace, pi: np.ndarray) -> tuple[float, float, float]:
+    """``(E[N], accepted rate, E[T])`` under the stationary distribution ``pi``: Little's law
+    ``E[T] = E[N] / accepted rate`` over admitted jobs (PASTA: a type-j arrival is admitted in the
+    states with a vacancy for it)."""
+    en, acc = float(pi @ space.jobs), float(pi @ space.admit)
+    return en, acc, (en / acc if acc > 0 else math.nan)
 
 
 def evaluate_aggregated(space: AggregatedSpace, policy: np.ndarray) -> tuple[float, np.ndarray]:

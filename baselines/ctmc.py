@@ -21,7 +21,8 @@ non-full server of its available groups (or blocks it). Policies:
 Results: stationary distribution, efficiency = throughput / power with
 throughput ``E[sum_s mu_k(s)(n_s)]`` and power ``E[sum_s eps_k(s)(n_s)]``, blocking probability per
 job type (by PASTA, the stationary probability of the states where the policy blocks that type),
-mean occupancy and occupancy distribution per server.
+mean occupancy and occupancy distribution per server, and the mean response time of admitted
+jobs ``E[T] = E[N] / accepted rate`` (Little's law, ``N`` = jobs in the farm).
 
 The generic solver :class:`GeneratorSolver` (stationary distribution and relative values from one
 factorisation) is shared with :mod:`baselines.optimum`.
@@ -480,6 +481,7 @@ class CTMCResult:
         blocking: float64[J] probability that a type-j arrival is blocked (PASTA).
         mean_occupancy: float64[S] ``E[n_s]``.
         occupancy_dist: float64[S, Bmax+1] ``P(n_s = b)``.
+        accepted_rate: ``sum_j lambda_j (1 - blocking_j)``, the rate of admitted jobs.
     """
 
     states: np.ndarray
@@ -490,10 +492,21 @@ class CTMCResult:
     blocking: np.ndarray
     mean_occupancy: np.ndarray
     occupancy_dist: np.ndarray
+    accepted_rate: float = math.nan
 
     @property
     def n_states(self) -> int:
         return int(self.pi.shape[0])
+
+    @property
+    def mean_jobs(self) -> float:
+        """``E[N]``: mean number of jobs in the farm (all servers)."""
+        return float(self.mean_occupancy.sum())
+
+    @property
+    def mean_response_time(self) -> float:
+        """``E[T] = E[N] / accepted rate`` (Little's law over admitted jobs; NaN if none)."""
+        return self.mean_jobs / self.accepted_rate if self.accepted_rate > 0 else math.nan
 
 
 def full_states(config: FarmConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -626,15 +639,17 @@ def evaluate_policy(
     dist = np.zeros((S, config.max_buffer + 1))
     for s in range(S):
         dist[s] = np.bincount(occ[:, s], weights=pi, minlength=config.max_buffer + 1)
+    blocking = pi @ blocked.astype(np.float64)
     return CTMCResult(
         states=states,
         pi=pi,
         throughput=thr,
         power=pw,
         efficiency=thr / pw,
-        blocking=pi @ blocked.astype(np.float64),
+        blocking=blocking,
         mean_occupancy=dist @ np.arange(config.max_buffer + 1),
         occupancy_dist=dist,
+        accepted_rate=float(lam @ (1.0 - blocking)),
     )
 
 

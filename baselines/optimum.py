@@ -46,6 +46,7 @@ from baselines.aggregated import (
     DEFAULT_MAX_PI_STATES,
     AggregatedSpace,
     aggregated_efficiency,
+    aggregated_response_time,
     estimate_size,
     evaluate_aggregated,
     refuse_if_larger,
@@ -126,6 +127,13 @@ class OptimumSolution:
         if self.z is not None:
             m &= (self.z > 0)[:, None]
         return m
+
+    @property
+    def mean_response_time(self) -> float:
+        """Exact ``E[T]`` (Little's law over admitted jobs) of the returned policy."""
+        if self.pi is None:
+            return math.nan
+        return aggregated_response_time(self.space, self.pi)[2]
 
     def policy(self) -> np.ndarray:
         """The policy in generator form: ``probs`` if randomised, else ``actions``."""

@@ -31,6 +31,8 @@ from baselines.heuristics import (
 from baselines.optimum import OptimalPolicy
 from baselines.pas import PASPolicy, PriceAwarePASPolicy
 from baselines.pdr_pas import PDRPASPolicy
+from baselines.slo_optimum import SLOOptimalPolicy
+from baselines.slo_priority import SLOMixPolicy, SLOPriorityPolicy
 from baselines.whittle import WhittlePolicy
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
@@ -107,6 +109,10 @@ POLICIES: _Registry = _Registry(
         "optimal": PolicyEntry(OptimalPolicy),
         "pdr-pas": PolicyEntry(PDRPASPolicy),
         "best-priority": PolicyEntry(BestPriorityPolicy),
+        # under the scenario's mean-response-time SLO (slo: {mean_response_time: D})
+        "slo-optimal": PolicyEntry(SLOOptimalPolicy),
+        "slo-priority": PolicyEntry(SLOPriorityPolicy),
+        "slo-mix": PolicyEntry(SLOMixPolicy),
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
         # the shipped farm-agnostic network (agents/models/generalist.pt), any farm up to 8

@@ -55,6 +55,7 @@ __all__ = [
     "GroupConfig",
     "JobSizeConfig",
     "JobTypeConfig",
+    "SLOConfig",
     "SleepConfig",
     "farm_from_dict",
     "job_size_from_spec",
@@ -229,6 +230,17 @@ class GeoOrigin(Protocol):
 
 
 @dataclass(frozen=True)
+class SLOConfig:
+    """A service-level objective (optional ``slo:`` block): the long-run mean response time of
+    admitted jobs must not exceed ``mean_response_time`` (``baselines.slo_optimum``)."""
+
+    mean_response_time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean_response_time": self.mean_response_time}
+
+
+@dataclass(frozen=True)
 class FarmConfig:
     """A validated server-farm scenario. Build it with :func:`envs.scenarios.load_scenario` or
     :func:`farm_from_dict`.
@@ -243,6 +255,8 @@ class FarmConfig:
     job_size: JobSizeConfig = field(default_factory=JobSizeConfig)
     interval_length: float = 1.0
     description: str = ""
+    #: the optional service-level objective (None: none)
+    slo: SLOConfig | None = None
     #: the ``envs.geo.GeoConfig`` this farm was built from (``envs.scenarios.load_scenario`` of a
     #: geo scenario sets it), else None; geo-aware policies (PDR+PAS) read it
     geo: GeoOrigin | None = field(default=None, compare=False, repr=False)
@@ -401,6 +415,8 @@ class FarmConfig:
         out["job_size"] = self.job_size.to_dict()
         if self.is_time_varying or self.interval_length != 1.0:
             out["interval_length"] = self.interval_length
+        if self.slo is not None:
+            out["slo"] = self.slo.to_dict()
         return out
 
     def scaled(self, factor: int, name: str | None = None) -> FarmConfig:
@@ -455,6 +471,25 @@ _TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval
 _GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price",
                "sleep"}  # fmt: skip
 _JOB_KEYS = {"name", "arrival_rate", "groups", "job_size"}
+
+
+# the optional service-level objective
+_TOP_KEYS = _TOP_KEYS | {"slo"}
+_SLO_KEYS = {"mean_response_time"}
+
+
+def slo_from_spec(d: Any) -> SLOConfig:
+    """Validate an ``slo:`` block (``{mean_response_time: D}``, D > 0 in time units)."""
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"slo: expected a mapping like {{mean_response_time: 2.0}}, got {d!r}")
+    check_keys(d, _SLO_KEYS, "slo")
+    D = number(
+        require(d, "mean_response_time", "slo"),
+        "slo.mean_response_time",
+        positive=True,
+        bounded=True,
+    )
+    return SLOConfig(mean_response_time=D)
 
 
 def job_size_from_spec(d: Any, where: str) -> JobSizeConfig:
@@ -562,6 +597,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         job_size=default_size,
         interval_length=interval,
         description=str(d.get("description", "")),
+        slo=slo_from_spec(d["slo"]) if "slo" in d else None,
     )
     _check_simulable(config)
     _check_sleep(config)

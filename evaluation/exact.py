@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from baselines.ctmc import CTMCResult, evaluate_policy, full_states, n_full_states
+from baselines.aggregated import AggregatedSpace, aggregated_response_time
+from baselines.ctmc import (
+    CTMCResult,
+    GeneratorSolver,
+    evaluate_policy,
+    full_states,
+    n_full_states,
+)
 from envs.config import FarmConfig
 from envs.observation import encode_occupancy, level_offsets
 
@@ -35,6 +42,7 @@ __all__ = [
     "exact_unsupported_reason",
     "overall_blocking",
     "policy_decisions",
+    "randomised_exact",
 ]
 
 #: the largest per-server state space solved by default (sparse solve; about 1 s at this size)
@@ -147,6 +155,11 @@ def policy_decisions(
 
 
 def _randomised_reason(policy: Any) -> str | None:
+    if callable(getattr(policy, "aggregated_probs", None)):
+        return (
+            "its decisions are randomised per arrival (a mix of two orders), so no deterministic "
+            "chain represents it; evaluation.exact.randomised_exact gives its exact value"
+        )
     sol = getattr(policy, "solution", None)
     if (
         sol is not None
@@ -218,3 +231,37 @@ def overall_blocking(config: FarmConfig, result: CTMCResult) -> float:
     """Share of all arrivals blocked (the per-type probabilities weighted by the rates)."""
     lam = config.arrival_rates[0]
     return float(lam @ result.blocking / lam.sum()) if lam.sum() > 0 else 0.0
+
+
+def randomised_exact(policy: Any, config: FarmConfig) -> dict[str, Any] | None:
+    """Exact metrics of a *randomised symmetric* policy on the aggregated chain, or None when
+    ``policy`` is not one: an LP solution that mixes actions (``optimal``, ``slo-optimal``: its
+    ``solution.probs``) or a policy with ``aggregated_probs(space) -> float[N, J, A]`` (``slo-mix``).
+    Its per-server chain has no deterministic decision table, but its symmetric one is exact.
+
+    Returns ``{"efficiency", "throughput", "power", "cost_efficiency", "blocking" (float[J]),
+    "mean_response_time", "n_states"}``.
+    """
+    sol = getattr(policy, "solution", None)
+    if sol is not None and sol.probs is not None and _randomised_reason(policy) is not None:
+        space, probs = sol.space, sol.probs
+    elif callable(getattr(policy, "aggregated_probs", None)):
+        space = AggregatedSpace(config)
+        probs = policy.aggregated_probs(space)
+    else:
+        return None
+    pi = GeneratorSolver(space.generator(probs)).stationary()
+    cost = np.zeros(space.n_states)
+    for k, gs in enumerate(space.groups):
+        group_power = (gs.comps @ config.power_table[k, : gs.B + 1])[space.cidx[:, k]]
+        cost += config.prices[0, k] * group_power
+    thr, pw = float(pi @ space.W), float(pi @ space.P)
+    return {
+        "efficiency": thr / pw,
+        "throughput": thr,
+        "power": pw,
+        "cost_efficiency": thr / float(pi @ cost),
+        "blocking": pi @ (~space.has_vacancy).astype(np.float64),
+        "mean_response_time": aggregated_response_time(space, pi)[2],
+        "n_states": int(space.n_states),
+    }

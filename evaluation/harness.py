@@ -38,6 +38,7 @@ from evaluation.exact import (
     exact_evaluation,
     exact_unsupported_reason,
     overall_blocking,
+    randomised_exact,
 )
 from evaluation.parallel import default_workers, run_units
 from evaluation.provenance import versions
@@ -81,6 +82,8 @@ DEFAULT_POLICIES: tuple[str, ...] = ("pas", "whittle", "random", "jsq", "optimal
 REFERENCE_POLICY = "pas"
 #: per-replication metrics summarised as {"mean", "ci95", ...}
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
+#: reported when every replication carries it (the simulator's Little's-law response time)
+OPTIONAL_METRICS = ("mean_response_time",)
 
 
 def default_warmup(horizon: int) -> int:
@@ -297,6 +300,9 @@ def summarize_plan(
         entry: dict[str, Any] = {"route": plan.routes[name]}
         for m in METRICS:
             entry[m] = summarize([r[m] for r in runs])
+        for m in OPTIONAL_METRICS:
+            if runs and all(r.get(m) is not None for r in runs):
+                entry[m] = summarize([r[m] for r in runs])
         bpt = np.array([r["blocking_per_type"] for r in runs], dtype=np.float64)
         entry["blocking_per_type"] = {
             jt.name: summarize(bpt[:, j]) for j, jt in enumerate(config.job_types)
@@ -307,7 +313,9 @@ def summarize_plan(
         entry["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
         entry["gap_to_bound_pct"] = shortfall_pct(eff, bound)
         entry["invalid_actions"] = int(sum(r["invalid_actions"] for r in runs))
-        entry["replications"] = [{k: r[k] for k in _RUN_KEYS} for r in runs]
+        entry["replications"] = [
+            {k: r[k] for k in (*_RUN_KEYS, *OPTIONAL_METRICS) if k in r} for r in runs
+        ]
         out_pol[name] = entry
     return {
         "scenario": config.name,
@@ -449,6 +457,10 @@ def evaluate_exact(
 
     out_pol: dict[str, Any] = {}
     for _, label, policy in built:
+        rnd = randomised_exact(policy, config)
+        if rnd is not None:  # a randomised symmetric policy: exact on the aggregated chain
+            out_pol[label] = _randomised_entry(config, rnd, exact)
+            continue
         try:
             res = exact_evaluation(policy, config, action_mode, max_states)
         except ValueError as err:  # this policy only (randomised decisions, masked actions)
@@ -463,6 +475,7 @@ def evaluate_exact(
             "power": exact(res.power),
             "blocking": exact(overall_blocking(config, res)),
             "cost_efficiency": exact(cost_efficiency(config, res)),
+            "mean_response_time": exact(res.mean_response_time),
             "blocking_per_type": {
                 jt.name: exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
             },
@@ -503,6 +516,22 @@ def evaluate_exact(
         "versions": versions(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "wall_time_s": time.perf_counter() - t0,
+    }
+
+
+def _randomised_entry(config: FarmConfig, rnd: Mapping[str, Any], exact: Any) -> dict[str, Any]:
+    lam = config.arrival_rates[0]
+    blocking = float(lam @ rnd["blocking"] / lam.sum()) if lam.sum() > 0 else 0.0
+    return {
+        "route": "exact (aggregated chain)",
+        **{m: exact(rnd[m]) for m in (*METRICS[:3], "cost_efficiency", "mean_response_time")},
+        "blocking": exact(blocking),
+        "blocking_per_type": {
+            jt.name: exact(rnd["blocking"][j]) for j, jt in enumerate(config.job_types)
+        },
+        "n_states": rnd["n_states"],
+        "invalid_actions": 0,
+        "replications": [],
     }
 
 

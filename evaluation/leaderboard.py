@@ -43,8 +43,27 @@ def _policies(board: Mapping[str, Any]) -> list[str]:
     return list(board["mean_score"])
 
 
+def _response_time_rows(board: Mapping[str, Any], pols: list[str]) -> list[str]:
+    """The mean-response-time table (Little's law, simulated; ``*`` = the farm's SLO missed)."""
+    rows = ["| scenario | SLO | " + " | ".join(pols) + " |", "|---|---:|" + "---:|" * len(pols)]
+
+    def cell(e: Mapping[str, Any]) -> str:
+        rt = e.get("mean_response_time")
+        return _pm(rt, ".4f") + (" *" if e.get("slo_met") is False else "")
+
+    for name, sc in board["scenarios"].items():
+        slo = sc.get("slo")
+        rows.append(
+            f"| {name} | {'-' if slo is None else format(slo, '.4g')} | "
+            + " | ".join(cell(sc["policies"][p]) for p in pols)
+            + " |"
+        )
+    return rows
+
+
 def format_markdown(board: Mapping[str, Any], details: Mapping[str, Any] | None = None) -> str:
-    """Two Markdown tables (scores, then efficiencies) and the notes (n/a reasons, method)."""
+    """Three Markdown tables (scores, efficiencies, mean response times) and the notes (n/a
+    reasons, method)."""
     pols = _policies(board)
     head = f"Suite `{board['suite']}` version {board['suite_version']}"
     score_rows = ["| scenario | servers | reference | " + " | ".join(pols) + " |"]
@@ -89,6 +108,10 @@ def format_markdown(board: Mapping[str, Any], details: Mapping[str, Any] | None 
             "",
             *eff_rows,
             "",
+            f"{head}: mean response time (Little's law, mean ± 95% half-width; * = SLO missed)",
+            "",
+            *_response_time_rows(board, pols),
+            "",
             *(f"- {n}" for n in notes),
             "",
         ]
@@ -104,7 +127,8 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["suite", "suite_version", "scenario", "n_servers", "reference_kind",
                 "reference_efficiency", "policy", "efficiency_mean", "efficiency_ci95",
-                "score_mean", "score_ci95"])  # fmt: skip
+                "score_mean", "score_ci95", "mean_response_time_mean",
+                "mean_response_time_ci95", "slo", "slo_met"])  # fmt: skip
 
     def cell(v: Any) -> Any:
         return "" if v is None else v
@@ -112,13 +136,16 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
     for name, sc in board["scenarios"].items():
         for pol, e in sc["policies"].items():
             eff, score = e["efficiency"] or {}, e["score"] or {}
+            rt = e.get("mean_response_time") or {}
             w.writerow([board["suite"], board["suite_version"], name, sc["n_servers"],
                         sc["reference"]["kind"], sc["reference"]["efficiency"], pol,
                         cell(eff.get("mean")), cell(eff.get("ci95")),
-                        cell(score.get("mean")), cell(score.get("ci95"))])  # fmt: skip
+                        cell(score.get("mean")), cell(score.get("ci95")),
+                        cell(rt.get("mean")), cell(rt.get("ci95")), cell(sc.get("slo")),
+                        cell(e.get("slo_met"))])  # fmt: skip
     for pol, s in board["mean_score"].items():
         w.writerow([board["suite"], board["suite_version"], "mean", "", "", "", pol, "", "",
-                    cell(s["mean"]), cell(s["ci95"])])  # fmt: skip
+                    cell(s["mean"]), cell(s["ci95"]), "", "", "", ""])  # fmt: skip
     return buf.getvalue()
 
 

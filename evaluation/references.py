@@ -47,6 +47,7 @@ def _optimum(
         return None, why
     return {
         "efficiency": float(sol.value),
+        "mean_response_time": float(sol.mean_response_time),
         "method": str(sol.method),
         "n_states": int(sol.space.n_states),
         "solve_s": float(sol.seconds),

@@ -183,6 +183,10 @@ def csv_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         for m in ("efficiency", "throughput", "power", "blocking", "cost_efficiency"):
             row[f"{m}_mean"] = e[m]["mean"]
             row[f"{m}_ci95"] = e[m]["ci95"]
+        # Little's-law response time: exact, or simulated when the simulator reports it
+        rt = e.get("mean_response_time") or {}
+        row["mean_response_time_mean"] = rt.get("mean")
+        row["mean_response_time_ci95"] = rt.get("ci95")
         for jt, s in e["blocking_per_type"].items():
             row[f"blocking_{jt}_mean"] = s["mean"]
             row[f"blocking_{jt}_ci95"] = s["ci95"]
@@ -247,10 +251,11 @@ def format_table(report: Mapping[str, Any]) -> str:
         "upper bound: "
         + (f"{bound['efficiency']:.6f}" if bound else f"n/a ({report.get('upper_bound_reason')})"),
     ]
-    header = ["policy", "efficiency", "throughput", "power", "blocking",
+    header = ["policy", "efficiency", "throughput", "power", "blocking", "E[T]",
               "vs PAS %", "to opt %", "to bound %", "route"]  # fmt: skip
     rows = []
     for name, e in report["policies"].items():
+        rt = e.get("mean_response_time")
         rows.append(
             [
                 name,
@@ -258,6 +263,7 @@ def format_table(report: Mapping[str, Any]) -> str:
                 _pm(e["throughput"], ".3f"),
                 _pm(e["power"], ".3f"),
                 _pm(e["blocking"], ".4f"),
+                "-" if rt is None else _pm(rt, ".4f"),
                 _fmt(e["gap_to_pas_pct"], "+.3f"),
                 _fmt(e["gap_to_optimum_pct"], ".3f"),
                 _fmt(e["gap_to_bound_pct"], ".3f"),

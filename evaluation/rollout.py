@@ -172,6 +172,7 @@ class RolloutResult:
             "cost_efficiency": st.cost_efficiency,
             "blocking": st.blocking,
             "blocking_per_type": [float(x) for x in st.blocking_per_type],
+            "mean_response_time": st.mean_response_time,
             "time": st.time,
             "epochs": int(st.epochs),
             "arrivals": int(st.arrivals.sum()),

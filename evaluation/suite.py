@@ -12,9 +12,16 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
          reference: bound, seed: 1005, horizon: 400000, warmup: 20000}
 
 ``farm`` is a preset name or an inline scenario mapping (the suite then stands alone);
-``job_size`` replaces every job type's size distribution; ``reference`` is ``optimum`` (the exact
-optimum, ``baselines.optimum``: the run fails if the solver refuses) or ``bound`` (the relaxation
-upper bound, ``baselines.bounds``).
+``job_size`` replaces every job type's size distribution; ``slo`` (``{mean_response_time: D}``)
+sets the farm's SLO; ``reference`` is ``optimum`` (the exact
+optimum, ``baselines.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
+upper bound, ``baselines.bounds``) or ``slo-optimum`` (the exact optimum under the farm's
+``slo:``, ``baselines.slo_optimum``; small farms with exponential sizes).
+
+Every policy entry also carries its mean response time (Little's law, simulated); on a farm with
+an ``slo:`` the scenario records the bound ``slo`` and each entry ``slo_met``: its E[T] is not
+significantly above D (mean minus the 95% half-width <= D; a policy on the bound, such as the
+constrained optimum, would otherwise fail half the time).
 
 Score of policy P on a scenario (like Atari's human-normalised score)::
 
@@ -38,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.slo_optimum import solve_slo
 from envs.config import FarmConfig, farm_from_dict
 from envs.files import load_mapping_file
 from envs.scenarios import PRESETS, load_scenario
@@ -63,10 +71,13 @@ __all__ = [
 ]
 
 RANDOM_POLICY = "random"
-REFERENCE_KINDS = ("optimum", "bound")
+REFERENCE_KINDS = ("optimum", "bound", "slo-optimum")
+#: the key of each reference kind in the scenario's reference values
+_REFERENCE_KEY = {"optimum": "optimum", "bound": "upper_bound", "slo-optimum": "slo_optimum"}
 _TOP_KEYS = {"suite", "suite_version", "description", "defaults", "scenarios"}
 _WINDOW_KEYS = {"replications", "horizon", "warmup"}
 _SCENARIO_KEYS = {"name", "farm", "job_size", "reference", "seed", "description"} | _WINDOW_KEYS
+_SCENARIO_KEYS |= {"slo"}  # the farm's mean-response-time SLO (envs.config.SLOConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +148,8 @@ def _scenario_farm(entry: Mapping[str, Any], name: str, where: str) -> FarmConfi
         farm = load_scenario(spec)
         if "job_size" in entry:
             farm = farm.with_job_size(entry["job_size"])
+        if "slo" in entry:
+            farm = farm_from_dict({**farm.to_dict(), "slo": entry["slo"]})
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from err
     return replace(farm, name=name) if farm.name != name else farm
@@ -172,10 +185,15 @@ def parse_suite(data: Mapping[str, Any], source: str = "<suite>") -> SuiteDefini
         if ref not in REFERENCE_KINDS:
             raise ValueError(f"{where}.reference: expected one of {REFERENCE_KINDS}, got {ref!r}")
         farm = _scenario_farm(entry, sname, where)
-        if ref == "optimum" and (not farm.all_exponential or farm.is_time_varying):
+        if ref in ("optimum", "slo-optimum") and (not farm.all_exponential or farm.is_time_varying):
             raise ValueError(
-                f"{where}.reference: 'optimum' needs exponential job sizes and constant rates "
+                f"{where}.reference: {ref!r} needs exponential job sizes and constant rates "
                 "(the exact solver's model); use 'bound'"
+            )
+        if ref == "slo-optimum" and farm.slo is None:
+            raise ValueError(
+                f"{where}.reference: 'slo-optimum' needs a farm with an slo: block "
+                "({mean_response_time: D})"
             )
         win = {k: entry.get(k, defaults.get(k)) for k in _WINDOW_KEYS}
         for k in ("replications", "horizon", "warmup"):
@@ -302,6 +320,7 @@ def _farm_key(config: FarmConfig) -> dict[str, Any]:
     d = config.to_dict()
     d.pop("name", None)
     d.pop("description", None)
+    d.pop("slo", None)  # an SLO judges a dispatcher, it does not change the farm it dispatches in
     return d
 
 
@@ -331,10 +350,10 @@ def ppo_applicability(arg: str, suite: SuiteDefinition) -> dict[str, tuple[str |
     """For ``ppo:ARG``: scenario name -> (policy spec to evaluate, None) or (None, why n/a).
 
     Rule: a model applies only to the farm it was trained on (same groups, job types and job
-    sizes; names ignored), read from its sidecar. ``ARG`` is a model file, a run directory holding
-    ``best_model.zip`` (else ``final_model.zip``), or a directory of run directories named after
-    the suite's scenarios (``ARG/<scenario>/best_model.zip``). A model matching no scenario is an
-    error (the run would report nothing for it).
+    sizes; names and SLOs ignored), read from its sidecar. ``ARG`` is a model file, a run
+    directory holding ``best_model.zip`` (else ``final_model.zip``), or a directory of run
+    directories named after the suite's scenarios (``ARG/<scenario>/best_model.zip``). A model
+    matching no scenario is an error (the run would report nothing for it).
     """
     path = Path(arg)
     if not path.exists():
@@ -421,7 +440,9 @@ def _plan(suite: SuiteDefinition, labels: list[str], action_mode: str) -> _Suite
             if spec in plan.skipped:
                 na[lb] = plan.skipped[spec]
         ref = reference_values(sc.farm, compute_optimum=sc.reference == "optimum")
-        key = "optimum" if sc.reference == "optimum" else "upper_bound"
+        if sc.reference == "slo-optimum":
+            ref.update(_slo_reference(sc.farm))
+        key = _REFERENCE_KEY[sc.reference]
         if ref[key] is None:
             raise ValueError(
                 f"suite {suite.name!r}, scenario {sc.name!r}: reference {sc.reference!r} is not "
@@ -431,6 +452,35 @@ def _plan(suite: SuiteDefinition, labels: list[str], action_mode: str) -> _Suite
         out.refs.append(ref)
         out.specs[sc.name] = specs
         out.na[sc.name] = na
+    return out
+
+
+def _slo_reference(farm: FarmConfig) -> dict[str, Any]:
+    """``{"slo_optimum": {...} or None, "slo_optimum_reason": ...}``: the exact SLO optimum."""
+    try:
+        sol = solve_slo(farm)
+    except (ValueError, MemoryError) as err:
+        return {"slo_optimum": None, "slo_optimum_reason": f"SLO solver refused: {err}"}
+    return {
+        "slo_optimum": {
+            "efficiency": float(sol.value),
+            "mean_response_time": float(sol.info["mean_response_time"]),
+            "source": "baselines.slo_optimum.solve_slo",
+        },
+        "slo_optimum_reason": None,
+    }
+
+
+def _latency_fields(entry: Mapping[str, Any], farm: FarmConfig) -> dict[str, Any]:
+    """The entry's mean response time (and whether it meets the farm's SLO, if any)."""
+    rt = entry.get("mean_response_time")
+    out: dict[str, Any] = {
+        "mean_response_time": None if rt is None else {"mean": rt["mean"], "ci95": rt["ci95"]}
+    }
+    if farm.slo is not None:
+        # not significantly above D: the constrained optimum sits on D, its mean either side
+        low = None if rt is None else rt["mean"] - (rt["ci95"] or 0.0)
+        out["slo_met"] = None if low is None else bool(low <= farm.slo.mean_response_time)
     return out
 
 
@@ -470,9 +520,7 @@ def run_suite(
         rep = summarize_plan(plan, res, ref)
         reports[sc.name] = rep
         warnings += [f"{sc.name}: {w}" for w in rep["warnings"]]
-        ref_eff = float(
-            ref["optimum" if sc.reference == "optimum" else "upper_bound"]["efficiency"]
-        )
+        ref_eff = float(ref[_REFERENCE_KEY[sc.reference]]["efficiency"])
         runs = {
             name: [r["efficiency"] for r in e["replications"]]
             for name, e in rep["policies"].items()
@@ -481,18 +529,21 @@ def run_suite(
         for lb in labels:
             spec = sp.specs[sc.name].get(lb)
             if spec is None or lb in sp.na[sc.name]:
-                pol[lb] = {"efficiency": None, "score": None}
+                pol[lb] = {"efficiency": None, "score": None, **_latency_fields({}, sc.farm)}
                 per_policy[lb].append({"mean": None, "ci95": None})
                 continue
             eff = rep["policies"][spec]["efficiency"]
             score = normalized_score(runs[spec], runs[RANDOM_POLICY], ref_eff)
             pol[lb] = {"efficiency": {"mean": eff["mean"], "ci95": eff["ci95"]}, "score": score}
+            pol[lb].update(_latency_fields(rep["policies"][spec], sc.farm))
             per_policy[lb].append(score)
         scenarios[sc.name] = {
             "n_servers": int(sc.farm.n_servers),
             "reference": {"kind": sc.reference, "efficiency": ref_eff},
             "policies": pol,
         }
+        if sc.farm.slo is not None:
+            scenarios[sc.name]["slo"] = float(sc.farm.slo.mean_response_time)
     reps = [sc.replications for sc in suite.scenarios]
     board = {
         "suite": suite.name,

@@ -65,7 +65,8 @@ def test_suite_smoke_cli_schema_scores_and_files(tmp_path):
         assert sc["reference"]["kind"] == "optimum"
         assert list(sc["policies"]) == policies
         for entry in sc["policies"].values():
-            assert set(entry) == {"efficiency", "score"}
+            assert set(entry) == {"efficiency", "score", "mean_response_time"}
+            _check_stat(entry["mean_response_time"])
             _check_stat(entry["efficiency"])
             _check_stat(entry["score"])
         # random scores 0 by construction (paired with itself: every difference is 0)
