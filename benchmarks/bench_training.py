@@ -88,6 +88,7 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
 def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     """MaskablePPO with train.py's env stack and today's settings; (model, setup, learn)."""
     import train
+    from agents.sb3_training import make_vec_env, new_model
     from envs.scenarios import load_scenario
 
     a = train.Args(
@@ -96,8 +97,8 @@ def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     )  # fmt: skip
     config = load_scenario(scenario)
     with Clock() as setup:
-        venv = train.make_vec_env(config, a)
-        model = train.new_model(a, venv, None)
+        venv = make_vec_env(config, a)
+        model = new_model(a, venv, None)
         model.learn(64)  # the first reset (PAS warm-up of every env) is setup, not learning
     n0 = model.num_timesteps
     with Clock() as learn:
