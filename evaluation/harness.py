@@ -50,9 +50,11 @@ from evaluation.report import (
     write_sweep_outputs,
 )
 from evaluation.rollout import (
+    MAX_REPLICATIONS,
     WorkUnit,
     cache_policy,
     check_policy_names,
+    check_window,
     is_baseline,
     policy_route,
     replication_seeds,
@@ -79,6 +81,9 @@ __all__ = [
 
 DEFAULT_POLICIES: tuple[str, ...] = ("pas", "whittle", "random", "jsq", "optimal")
 REFERENCE_POLICY = "pas"
+#: the most work units (policy x replication x scenario x scale x seed) of one run: each keeps
+#: its record in memory and in the report (about 1 kB), and a sweep plans them all first
+MAX_WORK_UNITS = 100_000
 #: per-replication metrics summarised as {"mean", "ci95", ...}
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
 
@@ -122,6 +127,8 @@ def _with_reference(policies: Sequence[str | Any]) -> list[Any]:
     if isinstance(policies, str):
         raise ValueError("policies: pass a list of names, e.g. ['pas', 'jsq'] (not one string)")
     specs: list[Any] = list(policies)
+    if not specs:
+        raise ValueError("policies: give at least one policy (PAS is added as the reference)")
     if REFERENCE_POLICY not in [s for s in specs if isinstance(s, str)]:
         specs.insert(0, REFERENCE_POLICY)
     return specs
@@ -188,12 +195,12 @@ def plan_evaluation(
     exact optimum beyond its size limit, a missing optional module) is *skipped* with the reason
     recorded, not fatal -- except PAS, the reference.
     """
+    _check_run_settings(replications, seed)
+    warmup = default_warmup(horizon) if warmup is None else warmup
+    check_window(horizon, warmup)  # before the scenario and the policies are built
     config = load_scenario(scenario)
     if scale != 1:
         config = config.scaled(scale)
-    if int(replications) != replications or replications < 1:
-        raise ValueError(f"replications: must be a positive integer, got {replications}")
-    warmup = default_warmup(horizon) if warmup is None else warmup
     seeds = replication_seeds(seed, int(replications))
     specs = _with_reference(policies)
     plan = EvaluationPlan(
@@ -234,6 +241,50 @@ def plan_evaluation(
                 )
             )
     return plan
+
+
+def _check_run_settings(replications: Any, seed: Any) -> None:
+    """``replications`` in 1..MAX_REPLICATIONS and ``seed`` >= 0, as integers; checked before
+    anything is built (a billion replications built every seed first)."""
+    for name, v, low, high in (
+        ("replications", replications, 1, MAX_REPLICATIONS),
+        ("seed", seed, 0, None),
+    ):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name}: must be an integer >= {low}, got {v!r}")
+        if high is not None and v > high:
+            raise ValueError(
+                f"{name}: at most {high:,} (MAX_REPLICATIONS), got {v:,}; a longer horizon "
+                "tightens the interval more cheaply"
+            )
+
+
+def _check_sweep_size(
+    scenarios: Sequence[Any],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    scales: Sequence[int],
+    replications: int,
+) -> None:
+    """Non-empty lists and at most MAX_WORK_UNITS units in all, before any plan is built."""
+    for name, values in (
+        ("scenarios", scenarios),
+        ("policies", policies),
+        ("seeds", seeds),
+        ("scales", scales),
+    ):
+        if isinstance(values, str) or len(values) == 0:
+            raise ValueError(f"{name}: give at least one (a list), got {values!r}")
+    for s in seeds:
+        _check_run_settings(replications, s)
+    n_pol = len({_label(p) for p in policies} | {REFERENCE_POLICY})
+    units = len(scenarios) * len(scales) * len(seeds) * n_pol * int(replications)
+    if units > MAX_WORK_UNITS:
+        raise ValueError(
+            f"sweep: {len(scenarios)} scenarios x {len(scales)} scales x {len(seeds)} seeds x "
+            f"{n_pol} policies x {replications} replications = {units:,} work units; at most "
+            f"{MAX_WORK_UNITS:,} (MAX_WORK_UNITS): split the sweep"
+        )  # fmt: skip
 
 
 def epochs_per_duration(config: FarmConfig) -> float:
@@ -570,8 +621,7 @@ def sweep(
     per unit time). Returns ``{"runs": [report, ...], "rows": [flat row per run x policy], ...}``.
     """
     t0 = time.perf_counter()
-    if not scenarios:
-        raise ValueError("scenarios: give at least one scenario")
+    _check_sweep_size(scenarios, policies, seeds, scales, replications)
     plans: list[EvaluationPlan] = []
     for sc in scenarios:
         for f in scales:
