@@ -196,13 +196,16 @@ def plan_evaluation(
     recorded, not fatal -- except PAS, the reference.
     """
     _check_run_settings(replications, seed)
+    specs = _with_reference(policies)
+    # the window before the scenario and the policies are built (the horizon first: the default
+    # warm-up is computed from it)
+    check_window(horizon, 0 if warmup is None else warmup)
     warmup = default_warmup(horizon) if warmup is None else warmup
-    check_window(horizon, warmup)  # before the scenario and the policies are built
+    check_window(horizon, warmup)
     config = load_scenario(scenario)
     if scale != 1:
         config = config.scaled(scale)
     seeds = replication_seeds(seed, int(replications))
-    specs = _with_reference(policies)
     plan = EvaluationPlan(
         config=config,
         scenario_source=str(scenario) if isinstance(scenario, (str, Path)) else config.name,
