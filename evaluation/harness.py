@@ -50,10 +50,10 @@ from evaluation.report import (
     write_sweep_outputs,
 )
 from evaluation.rollout import (
-    MAX_REPLICATIONS,
     WorkUnit,
     cache_policy,
     check_policy_names,
+    check_run_settings,
     check_window,
     is_baseline,
     policy_route,
@@ -195,7 +195,7 @@ def plan_evaluation(
     exact optimum beyond its size limit, a missing optional module) is *skipped* with the reason
     recorded, not fatal -- except PAS, the reference.
     """
-    _check_run_settings(replications, seed)
+    check_run_settings(replications, seed)
     specs = _with_reference(policies)
     # the window before the scenario and the policies are built (the horizon first: the default
     # warm-up is computed from it)
@@ -246,22 +246,6 @@ def plan_evaluation(
     return plan
 
 
-def _check_run_settings(replications: Any, seed: Any) -> None:
-    """``replications`` in 1..MAX_REPLICATIONS and ``seed`` >= 0, as integers; checked before
-    anything is built (a billion replications built every seed first)."""
-    for name, v, low, high in (
-        ("replications", replications, 1, MAX_REPLICATIONS),
-        ("seed", seed, 0, None),
-    ):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name}: must be an integer >= {low}, got {v!r}")
-        if high is not None and v > high:
-            raise ValueError(
-                f"{name}: at most {high:,} (MAX_REPLICATIONS), got {v:,}; a longer horizon "
-                "tightens the interval more cheaply"
-            )
-
-
 def _check_sweep_size(
     scenarios: Sequence[Any],
     policies: Sequence[str],
@@ -279,7 +263,7 @@ def _check_sweep_size(
         if isinstance(values, str) or len(values) == 0:
             raise ValueError(f"{name}: give at least one (a list), got {values!r}")
     for s in seeds:
-        _check_run_settings(replications, s)
+        check_run_settings(replications, s)
     n_pol = len({_label(p) for p in policies} | {REFERENCE_POLICY})
     units = len(scenarios) * len(scales) * len(seeds) * n_pol * int(replications)
     if units > MAX_WORK_UNITS:

@@ -52,6 +52,7 @@ __all__ = [
     "WorkUnit",
     "cache_policy",
     "check_policy_names",
+    "check_run_settings",
     "check_window",
     "is_baseline",
     "policy_route",
@@ -166,6 +167,22 @@ def replication_seeds(seed: int, replications: int) -> list[int]:
         w = np.random.SeedSequence(int(seed), spawn_key=(r,)).generate_state(2, dtype=np.uint32)
         out.append(int(w[0]) << 31 | int(w[1]) >> 1)
     return out
+
+
+def check_run_settings(replications: Any, seed: Any) -> None:
+    """``replications`` in 1..MAX_REPLICATIONS and ``seed`` >= 0, as integers; checked before
+    anything is built (a billion replications built every seed first)."""
+    for name, v, low, high in (
+        ("replications", replications, 1, MAX_REPLICATIONS),
+        ("seed", seed, 0, None),
+    ):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name}: must be an integer >= {low}, got {v!r}")
+        if high is not None and v > high:
+            raise ValueError(
+                f"{name}: at most {high:,} (MAX_REPLICATIONS), got {v:,}; a longer horizon "
+                "tightens the interval more cheaply"
+            )
 
 
 def _policy_seed(seed: int) -> int:
