@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options, run_cli
+from evaluation.cli import add_run_options, int_at_least, name_list, run_cli
 from evaluation.frontier import DEFAULT_FRONTIER_POLICIES, frontier_and_write
 from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
 from evaluation.leaderboard import suite_cli
 from evaluation.report import check_output_paths
+from evaluation.rollout import MAX_REPLICATIONS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,17 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
         "added. Default: %(default)s",
     )
     p.add_argument(
-        "--replications", type=int, default=10, help="independent replications (default 10)"
+        "--replications",
+        type=int_at_least(1, MAX_REPLICATIONS, "MAX_REPLICATIONS"),
+        default=10,
+        help=f"independent replications (default 10, at most {MAX_REPLICATIONS:,})",
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=int_at_least(0),
         default=0,
         help="base seed; replication r uses the same derived seed for every policy (default 0)",
     )
     p.add_argument(
         "--scale",
-        type=int,
+        type=int_at_least(1),
         default=1,
         help="evaluate the farm scaled by this integer factor (R_k and lambda_j)",
     )
@@ -116,7 +120,10 @@ def _frontier(parser: argparse.ArgumentParser, a: argparse.Namespace, policies: 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
-    policies = [s.strip() for s in a.policies.split(",") if s.strip()]
+    try:
+        policies = name_list("--policies", a.policies)
+    except ValueError as err:
+        parser.error(str(err))
     if a.frontier:
         return _frontier(parser, a, policies)
     if a.suite is not None:

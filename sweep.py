@@ -10,18 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options, run_cli
+from evaluation.cli import add_run_options, int_at_least, int_list, name_list, run_cli
 from evaluation.harness import sweep_and_write
 from evaluation.report import check_output_paths
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
+from evaluation.rollout import MAX_REPLICATIONS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,18 +30,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--scales",
-        type=_ints,
+        type=int_list(1),
         default=[1],
         help="comma-separated integer scale factors (R_k and lambda_j multiplied), default 1",
     )
     p.add_argument(
         "--seeds",
-        type=_ints,
+        type=int_list(0),
         default=[0],
         help="comma-separated base seeds, one independent evaluation each (default 0)",
     )
     p.add_argument(
-        "--replications", type=int, default=5, help="replications per evaluation (default 5)"
+        "--replications",
+        type=int_at_least(1, MAX_REPLICATIONS, "MAX_REPLICATIONS"),
+        default=5,
+        help=f"replications per evaluation (default 5, at most {MAX_REPLICATIONS:,})",
     )
     p.add_argument(
         "--scale-horizon",
@@ -64,14 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     a = parser.parse_args(argv)
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]  # noqa: E731
+    try:
+        scenarios = name_list("--scenarios", a.scenarios)
+        policies = name_list("--policies", a.policies)
+    except ValueError as err:
+        parser.error(str(err))
 
     def run() -> None:
         # every output is checked before the run, which may take hours
         check_output_paths(a.json_path, a.csv_path, figures=[a.plot_path])
         sweep_and_write(
-            split(a.scenarios), json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
-            quiet=a.quiet, policies=split(a.policies), seeds=a.seeds, scales=a.scales,
+            scenarios, json_path=a.json_path, csv_path=a.csv_path, plot_path=a.plot_path,
+            quiet=a.quiet, policies=policies, seeds=a.seeds, scales=a.scales,
             replications=a.replications, horizon=a.horizon, warmup=a.warmup,
             scale_horizon=a.scale_horizon, workers=a.workers, use_ray=a.ray is not None,
             ray_address=a.ray or None, action_mode=a.action_mode,

@@ -55,8 +55,14 @@ def estimate_size(config: FarmConfig) -> tuple[int, int]:
 
 def refuse_if_larger(config: FarmConfig, what: str, count: int, limit: int, name: str) -> None:
     if count > limit:
+        # a farm of thousands of groups has a count of thousands of digits: show its magnitude
+        shown = (
+            f"{count:,}"
+            if count < 10**15
+            else f"about 10^{int(count.bit_length() * math.log10(2))}"
+        )
         raise ValueError(
-            f"scenario {config.name!r}: the aggregated {what} has {count} "
+            f"scenario {config.name!r}: the aggregated {what} has {shown} "
             f"{'variables' if 'LP' in what else 'states'}, above the limit {name}={limit}; "
             "use a smaller farm, raise the limit, or use baselines.bounds.relaxation_bound"
         )

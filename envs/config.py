@@ -30,10 +30,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs.validation import (
+    MAX_DESCRIPTION_LENGTH,
     MAX_EPOCHS_PER_DURATION,
     MAX_JOB_SLOTS,
     MAX_LEVELS,
     MAX_OVERLOAD,
+    MAX_SCHEDULE_ENTRIES,
     MAX_SERVERS,
     MIN_ARRIVALS_PER_INTERVAL,
     ConfigError,
@@ -44,7 +46,9 @@ from envs.validation import (
     require,
     schedule,
     server_group_fields,
+    shown,
     sleep_fields,
+    text,
 )
 
 __all__ = [
@@ -502,7 +506,8 @@ def job_size_from_spec(d: Any, where: str) -> JobSizeConfig:
     dist = d.get("distribution", "exponential")
     if not isinstance(dist, str) or dist not in DISTRIBUTIONS:
         raise ConfigError(
-            f"{where}.distribution: unknown distribution {dist!r}; choose one of {list(DISTRIBUTIONS)}"
+            f"{where}.distribution: unknown distribution {shown(dist)}; choose one of "
+            f"{list(DISTRIBUTIONS)}"
         )
     check_keys(d, {"distribution", *DISTRIBUTIONS[dist]}, where)
     kw: dict[str, Any] = {}
@@ -531,7 +536,11 @@ def job_size_from_spec(d: Any, where: str) -> JobSizeConfig:
 def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     """Validate a scenario given as a plain dict and build a :class:`FarmConfig`."""
     check_keys(d, _TOP_KEYS, "scenario")
-    name = str(d.get("name", "unnamed"))
+    # the text fields first: nothing below may print a value that is not a bounded string
+    name = text(d.get("name", "unnamed"), "scenario.name")
+    description = text(
+        d.get("description", ""), "scenario.description", max_length=MAX_DESCRIPTION_LENGTH
+    )
     groups_in = require(d, "groups", "scenario")
     if not isinstance(groups_in, Sequence) or isinstance(groups_in, str) or len(groups_in) == 0:
         raise ConfigError("scenario.groups: must be a non-empty list of server groups")
@@ -540,7 +549,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     for i, g in enumerate(groups_in):
         w = f"groups[{i}]"
         check_keys(g, _GROUP_KEYS, w)
-        gname = str(g.get("name", f"g{i}"))
+        gname = text(g.get("name", f"g{i}"), f"{w}.name")
         w = f"groups[{i}] ({gname})"
         if gname in names:
             raise ConfigError(f"{w}.name: duplicate group name {gname!r}; names must be unique")
@@ -561,7 +570,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     for i, j in enumerate(jobs_in):
         w = f"job_types[{i}]"
         check_keys(j, _JOB_KEYS, w)
-        jname = str(j.get("name", f"j{i}"))
+        jname = text(j.get("name", f"j{i}"), f"{w}.name")
         w = f"job_types[{i}] ({jname})"
         if jname in jnames:
             raise ConfigError(f"{w}.name: duplicate job type name {jname!r}; names must be unique")
@@ -574,10 +583,10 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         for gn in gl:
             if gn not in names:
                 raise ConfigError(
-                    f"{w}.groups: unknown group {gn!r}; known groups are {list(names)}"
+                    f"{w}.groups: unknown group {shown(gn)}; known groups are {_some(list(names))}"
                 )
             if names[gn] in idx:
-                raise ConfigError(f"{w}.groups: group {gn!r} listed twice")
+                raise ConfigError(f"{w}.groups: group {shown(gn)} listed twice")
             idx.append(names[gn])
         js = job_size_from_spec(j["job_size"], f"{w}.job_size") if "job_size" in j else None
         jobs.append(JobTypeConfig(jname, rate, tuple(sorted(idx)), js))
@@ -587,7 +596,14 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     if len(lens) > 1:
         raise ConfigError(
             f"arrival_rate/price schedules: all lists must have the same number of intervals, "
-            f"got lengths {sorted(lens)}"
+            f"got lengths {_some(sorted(lens))}"
+        )
+    n_int = max(lens, default=1)
+    if n_int * (len(jobs) + len(groups)) > MAX_SCHEDULE_ENTRIES:
+        raise ConfigError(
+            f"arrival_rate/price schedules: {n_int:,} intervals x {len(jobs):,} job types and "
+            f"{len(groups):,} groups = {n_int * (len(jobs) + len(groups)):,} values; at most "
+            f"{MAX_SCHEDULE_ENTRIES:,} fit the per-interval tables (fewer intervals or types)"
         )
     interval = number(d.get("interval_length", 1.0), "interval_length", positive=True, bounded=True)
     config = FarmConfig(
@@ -596,7 +612,7 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
         job_types=tuple(jobs),
         job_size=default_size,
         interval_length=interval,
-        description=str(d.get("description", "")),
+        description=description,
         slo=slo_from_spec(d["slo"]) if "slo" in d else None,
     )
     _check_simulable(config)
@@ -612,6 +628,12 @@ def _check_sleep(config: FarmConfig) -> None:
             f"groups[{k}] ({config.groups[k].name}).sleep: right-sizing needs exponential job "
             "sizes; remove the non-exponential job_size or the sleep mappings"
         )
+
+
+def _some(items: list[Any], n: int = 10) -> str:
+    """The first ``n`` items of a list for a message (a farm may have 10,000 groups)."""
+    head = ", ".join(shown(x) for x in items[:n])
+    return f"[{head}{f', ... ({len(items):,} in all)' if len(items) > n else ''}]"
 
 
 def _check_simulable(config: FarmConfig) -> None:

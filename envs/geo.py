@@ -50,12 +50,15 @@ import numpy as np
 from envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
 from envs.scenario_files import read_scenario_file, read_shipped_scenario, shipped_scenarios
 from envs.validation import (
+    MAX_DESCRIPTION_LENGTH,
     ConfigError,
     check_keys,
     integer,
     number,
     require,
     server_group_fields,
+    shown,
+    text,
 )
 
 __all__ = [
@@ -455,7 +458,7 @@ def _series(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
         prof = require(v, "profile", where)
         if prof != "diurnal":
             raise ConfigError(
-                f"{where}.profile: unknown profile {prof!r}; the only one is 'diurnal'"
+                f"{where}.profile: unknown profile {shown(prof)}; the only one is 'diurnal'"
             )
         mean = number(require(v, "mean", where), f"{where}.mean", positive=True, bounded=True)
         amp = number(v.get("amplitude", 0.0), f"{where}.amplitude", nonneg=True)
@@ -523,7 +526,7 @@ def _delay(v: Any, where: str) -> DelayModel:
     model = v.get("model", "mm1")
     if model not in DELAY_MODELS:
         raise ConfigError(
-            f"{where}.model: unknown model {model!r}; choose one of {list(DELAY_MODELS)}"
+            f"{where}.model: unknown model {shown(model)}; choose one of {list(DELAY_MODELS)}"
         )
     base = number(require(v, "base_ms", where), f"{where}.base_ms", positive=True)
     return DelayModel(model, base)
@@ -532,7 +535,7 @@ def _delay(v: Any, where: str) -> DelayModel:
 def _group(g: Any, i: int, where: str) -> ClusterGroupConfig:
     w = f"{where}.groups[{i}]"
     check_keys(g, _GROUP_KEYS, w)
-    name = str(g.get("name", f"g{i}"))
+    name = text(g.get("name", f"g{i}"), f"{w}.name")
     w = f"{where}.groups[{i}] ({name})"
     if "/" in name:
         raise ConfigError(f"{w}.name: must not contain '/' (farm groups are named cluster/group)")
@@ -543,7 +546,11 @@ def _group(g: Any, i: int, where: str) -> ClusterGroupConfig:
 def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     """Validate a geo scenario given as a plain dict and build a :class:`GeoConfig`."""
     check_keys(d, _TOP_KEYS, "geo")
-    name = str(d.get("name", "unnamed-geo"))
+    # the text fields first: nothing below may print a value that is not a bounded string
+    name = text(d.get("name", "unnamed-geo"), "geo.name")
+    description = text(
+        d.get("description", ""), "geo.description", max_length=MAX_DESCRIPTION_LENGTH
+    )
     interval_length = number(
         require(d, "interval_length", "geo"), "geo.interval_length", positive=True, bounded=True
     )
@@ -577,7 +584,7 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     for j, c in enumerate(cl_in):
         w = f"clusters[{j}]"
         check_keys(c, _CLUSTER_KEYS, w)
-        cname = str(c.get("name", f"c{j}"))
+        cname = text(c.get("name", f"c{j}"), f"{w}.name")
         w = f"clusters[{j}] ({cname})"
         if cname in {x.name for x in clusters}:
             raise ConfigError(f"{w}.name: duplicate cluster name {cname!r}; names must be unique")
@@ -620,7 +627,7 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     for i, s in enumerate(in_in):
         w = f"ingress[{i}]"
         check_keys(s, _INGRESS_KEYS, w)
-        iname = str(s.get("name", f"s{i}"))
+        iname = text(s.get("name", f"s{i}"), f"{w}.name")
         w = f"ingress[{i}] ({iname})"
         if iname in {x.name for x in ingress}:
             raise ConfigError(f"{w}.name: duplicate ingress name {iname!r}; names must be unique")
@@ -642,7 +649,7 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
         latency_budget=budget,
         utilisation_cap=cap,
         job_size=job_size,
-        description=str(d.get("description", "")),
+        description=description,
     )
     for i, ing in enumerate(geo.ingress):
         if not geo.available[i].any():

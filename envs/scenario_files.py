@@ -30,6 +30,10 @@ def read_scenario_file(path: str | Path) -> dict[str, Any]:
         return load_mapping_file(path)
     except FileFormatError as e:
         raise ScenarioFileError(str(e)) from e
+    except ValueError as e:
+        # what the parsers raise themselves, e.g. Python's limit on converting a number of more
+        # than 4,300 digits (no field takes one); without this the message names no file
+        raise ScenarioFileError(f"{path}: {' '.join(str(e).split())}") from e
 
 
 def shipped_scenarios(prefix: str = "") -> list[str]:

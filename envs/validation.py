@@ -43,6 +43,15 @@ Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_fro
   misleading. 1e7 epochs per duration (a 50-duration warm-up of 5e8 events, under a minute
   compiled) is the limit; ``large-10k`` has ~1.2e4, a homogeneous farm of 10^6 servers at load 1
   has 1e6.
+* :data:`MAX_NAME_LENGTH`, :data:`MAX_DESCRIPTION_LENGTH`, :data:`MAX_INTERVALS`,
+  :data:`MAX_SCHEDULE_ENTRIES`: names and descriptions must be strings (a ``null`` or a list is
+  refused, not turned into ``"None"``) of at most 200 and 10,000 characters; they are checked
+  before anything converts a value to text. YAML aliases let a file of a few hundred bytes hold
+  a list of lists that *prints* as billions of items (``str()`` of it never returned), so no
+  message shows a value it has not bounded first (:func:`shown`: a list or mapping is named by
+  its type and length, a long string or a huge integer is cut). A schedule (``arrival_rate``,
+  ``price``) has at most 100,000 intervals (as a geo scenario), and the per-interval tables of
+  rates and prices (intervals x (job types + groups) numbers) at most 10^7 entries (80 MB).
 * :data:`MIN_ARRIVALS_PER_INTERVAL`: in a time-varying scenario the loop stops at every interval
   boundary; with intervals much shorter than the time between arrivals it spends
   ``1 / (interval_length x total arrival rate)`` iterations per arrival, and the boundary index
@@ -53,6 +62,7 @@ Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_fro
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,10 +70,14 @@ import numpy as np
 
 __all__ = [
     "MAX_BUFFER",
+    "MAX_DESCRIPTION_LENGTH",
     "MAX_EPOCHS_PER_DURATION",
+    "MAX_INTERVALS",
     "MAX_JOB_SLOTS",
     "MAX_LEVELS",
+    "MAX_NAME_LENGTH",
     "MAX_OVERLOAD",
+    "MAX_SCHEDULE_ENTRIES",
     "MAX_SERVERS",
     "MIN_ARRIVALS_PER_INTERVAL",
     "VALUE_MAX",
@@ -80,6 +94,8 @@ __all__ = [
     "require",
     "schedule",
     "server_group_fields",
+    "shown",
+    "text",
 ]
 
 VALUE_MIN = 1e-6
@@ -91,10 +107,65 @@ MAX_JOB_SLOTS = 100_000_000
 MAX_OVERLOAD = 1000.0
 MAX_EPOCHS_PER_DURATION = 1e7
 MIN_ARRIVALS_PER_INTERVAL = 1e-3
+MAX_NAME_LENGTH = 200
+MAX_DESCRIPTION_LENGTH = 10_000
+MAX_INTERVALS = 100_000
+MAX_SCHEDULE_ENTRIES = 10_000_000
 
 
 class ConfigError(ValueError):
     """A scenario is invalid. The message names the offending field and how to fix it."""
+
+
+_SHOWN_CHARS = 60
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` with small limits: a few items of a few levels, whatever the container holds
+    (integers go through :func:`shown`, whose ``repr`` cannot fail)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 2, 4, 4, 4
+        self.maxstring = self.maxother = 30
+
+    def repr_int(self, x: int, level: int) -> str:
+        return shown(x)
+
+
+def shown(v: Any) -> str:
+    """A bounded rendering of a value for an error message. ``repr`` of a list built with YAML
+    aliases can be billions of characters (it never returns) and ``repr`` of an integer past
+    4,300 digits raises, so containers show a few items of a few levels and their length, and
+    long strings and huge integers are cut."""
+    if isinstance(v, (Mapping, list, tuple)):
+        out = _BoundedRepr().repr(v if isinstance(v, (dict, list, tuple)) else dict(v))
+        return out if len(v) <= 4 else f"{out} ({len(v):,} items)"
+    if isinstance(v, str):
+        if len(v) <= _SHOWN_CHARS:
+            return repr(v)
+        return f"{v[:_SHOWN_CHARS]!r}... ({len(v):,} characters)"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        bits = abs(int(v)).bit_length()
+        if bits > 200:  # repr would be over 60 digits (and fails past 4,300)
+            return f"an integer of about {int(bits * math.log10(2)) + 1:,} digits"
+        return repr(v)
+    if v is None or isinstance(v, (bool, float, np.floating)):
+        return repr(v)
+    return f"a value of type {type(v).__name__}"
+
+
+def text(v: Any, where: str, *, max_length: int = MAX_NAME_LENGTH) -> str:
+    """A string of at most ``max_length`` characters (names, descriptions): anything else (a
+    ``null``, a number, a list) is refused rather than converted, so nothing is renamed to
+    ``"None"`` and no YAML alias expansion is ever printed."""
+    if not isinstance(v, str):
+        raise ConfigError(f"{where}: expected a string, got {shown(v)}; quote it if it is a name")
+    if len(v) > max_length:
+        raise ConfigError(
+            f"{where}: {len(v):,} characters; at most {max_length:,} are allowed, got {shown(v)}"
+        )
+    return v
 
 
 def is_sequence(v: Any) -> bool:
@@ -106,10 +177,13 @@ def check_keys(d: Any, allowed: set[str], where: str) -> None:
     """``d`` is a mapping whose keys are all in ``allowed``."""
     if not isinstance(d, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(d).__name__}")
-    unknown = sorted((str(k) for k in set(d) - allowed), key=str)
+    unknown = sorted(shown(k) for k in set(d) - allowed)
     if unknown:
+        listed = ", ".join(unknown[:10]) + (
+            f" and {len(unknown) - 10:,} more" if len(unknown) > 10 else ""
+        )
         raise ConfigError(
-            f"{where}: unknown key(s) {unknown}; allowed keys are {sorted(allowed)} "
+            f"{where}: unknown key(s) [{listed}]; allowed keys are {sorted(allowed)} "
             "(check the spelling)"
         )
 
@@ -131,17 +205,20 @@ def number(
     """A finite real number (bool refused). ``bounded``: a non-zero value lies in
     ``[VALUE_MIN, VALUE_MAX]`` in magnitude (rates, powers, prices; see the module docstring)."""
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{where}: expected a number, got {v!r}")
-    x = float(v)
+        raise ConfigError(f"{where}: expected a number, got {shown(v)}")
+    try:
+        x = float(v)
+    except OverflowError:  # an integer beyond float64 (over 308 digits)
+        x = math.inf if v > 0 else -math.inf
     if not math.isfinite(x):
-        raise ConfigError(f"{where}: must be finite, got {v!r}")
+        raise ConfigError(f"{where}: must be finite, got {shown(v)}")
     if positive and x <= 0:
-        raise ConfigError(f"{where}: must be > 0, got {v!r}")
+        raise ConfigError(f"{where}: must be > 0, got {shown(v)}")
     if nonneg and x < 0:
-        raise ConfigError(f"{where}: must be >= 0, got {v!r}")
+        raise ConfigError(f"{where}: must be >= 0, got {shown(v)}")
     if bounded and x != 0 and not VALUE_MIN <= abs(x) <= VALUE_MAX:
         raise ConfigError(
-            f"{where}: {v!r} is outside [{VALUE_MIN:g}, {VALUE_MAX:g}], the range the simulator "
+            f"{where}: {shown(v)} is outside [{VALUE_MIN:g}, {VALUE_MAX:g}], the range the simulator "
             "and the LP solvers handle accurately; rescale the time or power unit of the "
             "whole scenario"
         )
@@ -154,11 +231,11 @@ def integer(v: Any, where: str, minimum: int, maximum: int | None = None) -> int
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         else:
-            raise ConfigError(f"{where}: expected an integer, got {v!r}")
+            raise ConfigError(f"{where}: expected an integer, got {shown(v)}")
     if v < minimum:
-        raise ConfigError(f"{where}: must be >= {minimum}, got {v!r}")
+        raise ConfigError(f"{where}: must be >= {minimum}, got {shown(v)}")
     if maximum is not None and v > maximum:
-        raise ConfigError(f"{where}: must be <= {maximum:,}, got {v!r}")
+        raise ConfigError(f"{where}: must be <= {maximum:,}, got {shown(v)}")
     return int(v)
 
 
@@ -181,6 +258,10 @@ def schedule(v: Any, where: str, *, positive: bool) -> tuple[float, ...]:
     if is_sequence(v):
         if len(v) == 0:
             raise ConfigError(f"{where}: an empty list; give a number or one value per interval")
+        if len(v) > MAX_INTERVALS:
+            raise ConfigError(
+                f"{where}: {len(v):,} intervals; at most {MAX_INTERVALS:,} are allowed"
+            )
         vals = tuple(number(x, f"{where}[{i}]", nonneg=True, bounded=True) for i, x in enumerate(v))
         if positive and sum(vals) <= 0:
             raise ConfigError(f"{where}: at least one interval must have a positive value")
@@ -191,11 +272,12 @@ def schedule(v: Any, where: str, *, positive: bool) -> tuple[float, ...]:
 def name_list(v: Any, where: str, what: str) -> list[str]:
     """A non-empty list of names (strings), e.g. the groups a job type may use."""
     if not is_sequence(v) or len(v) == 0:
-        raise ConfigError(f"{where}: must be a non-empty list of {what}")
+        raise ConfigError(f"{where}: must be a non-empty list of {what}, got {shown(v)}")
     for i, x in enumerate(v):
         if not isinstance(x, str):
             raise ConfigError(
-                f"{where}[{i}]: expected a name (a string), got {x!r}; give a flat list of {what}"
+                f"{where}[{i}]: expected a name (a string), got {shown(x)}; give a flat list of "
+                f"{what}"
             )
     return list(v)
 

@@ -6,18 +6,63 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from evaluation.rollout import MAX_WINDOW_EPOCHS
+
+
+def int_at_least(low: int, high: int | None = None, limit: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[low, high]`` (a usage error, exit 2, naming the
+    option otherwise: ``--seed -1`` and ``--optimum-max-variables -1`` are refused, not passed
+    on). ``limit`` names the constant behind ``high`` in the message."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(
+                f"at most {high:,}{f' ({limit})' if limit else ''}, got {v:,}"
+            )
+        return v
+
+    return parse
+
+
+def int_list(low: int) -> Callable[[str], list[int]]:
+    """An argparse ``type``: a non-empty comma-separated list of integers >= ``low``
+    (``--scales ""`` or ``--seeds ,`` ran nothing and printed an empty table)."""
+    one = int_at_least(low)
+
+    def parse(text: str) -> list[int]:
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        return [one(x) for x in items]
+
+    return parse
+
+
+def name_list(option: str, text: str) -> list[str]:
+    """The non-empty comma-separated names of ``option`` (``ValueError`` naming it if empty)."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    if not names:
+        raise ValueError(f"{option}: give at least one name, got {text!r}")
+    return names
+
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Measurement window, exact-solver, execution and output options of an evaluation run."""
     p.add_argument(
         "--horizon",
-        type=int,
+        type=int_at_least(1, MAX_WINDOW_EPOCHS, "MAX_WINDOW_EPOCHS"),
         default=100_000,
         help="decision epochs measured per replication (default 100000)",
     )
     p.add_argument(
         "--warmup",
-        type=int,
+        type=int_at_least(0, MAX_WINDOW_EPOCHS, "MAX_WINDOW_EPOCHS"),
         default=None,
         help="decision epochs discarded before measuring (default: 10%% of the horizon)",
     )
@@ -30,14 +75,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-optimum", action="store_true", help="do not call the exact solver")
     p.add_argument(
         "--optimum-max-variables",
-        type=int,
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help="size limit for the exact LP (default: the solver's); larger farms get optimum null",
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=int_at_least(1),
         default=None,
         help="local worker processes (default min(cpu_count, runs); 1 = in-process)",
     )

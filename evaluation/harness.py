@@ -54,6 +54,8 @@ from evaluation.rollout import (
     WorkUnit,
     cache_policy,
     check_policy_names,
+    check_run_settings,
+    check_window,
     is_baseline,
     policy_route,
     replication_seeds,
@@ -80,6 +82,9 @@ __all__ = [
 
 DEFAULT_POLICIES: tuple[str, ...] = ("pas", "whittle", "random", "jsq", "optimal")
 REFERENCE_POLICY = "pas"
+#: the most work units (policy x replication x scenario x scale x seed) of one run: each keeps
+#: its record in memory and in the report (about 1 kB), and a sweep plans them all first
+MAX_WORK_UNITS = 100_000
 #: per-replication metrics summarised as {"mean", "ci95", ...}
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
 #: reported when every replication carries it (the simulator's Little's-law response time)
@@ -125,6 +130,8 @@ def _with_reference(policies: Sequence[str | Any]) -> list[Any]:
     if isinstance(policies, str):
         raise ValueError("policies: pass a list of names, e.g. ['pas', 'jsq'] (not one string)")
     specs: list[Any] = list(policies)
+    if not specs:
+        raise ValueError("policies: give at least one policy (PAS is added as the reference)")
     if REFERENCE_POLICY not in [s for s in specs if isinstance(s, str)]:
         specs.insert(0, REFERENCE_POLICY)
     return specs
@@ -191,14 +198,17 @@ def plan_evaluation(
     exact optimum beyond its size limit, a missing optional module) is *skipped* with the reason
     recorded, not fatal -- except PAS, the reference.
     """
+    check_run_settings(replications, seed)
+    specs = _with_reference(policies)
+    # the window before the scenario and the policies are built (the horizon first: the default
+    # warm-up is computed from it)
+    check_window(horizon, 0 if warmup is None else warmup)
+    warmup = default_warmup(horizon) if warmup is None else warmup
+    check_window(horizon, warmup)
     config = load_scenario(scenario)
     if scale != 1:
         config = config.scaled(scale)
-    if int(replications) != replications or replications < 1:
-        raise ValueError(f"replications: must be a positive integer, got {replications}")
-    warmup = default_warmup(horizon) if warmup is None else warmup
     seeds = replication_seeds(seed, int(replications))
-    specs = _with_reference(policies)
     plan = EvaluationPlan(
         config=config,
         scenario_source=str(scenario) if isinstance(scenario, (str, Path)) else config.name,
@@ -237,6 +247,34 @@ def plan_evaluation(
                 )
             )
     return plan
+
+
+def _check_sweep_size(
+    scenarios: Sequence[Any],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    scales: Sequence[int],
+    replications: int,
+) -> None:
+    """Non-empty lists and at most MAX_WORK_UNITS units in all, before any plan is built."""
+    for name, values in (
+        ("scenarios", scenarios),
+        ("policies", policies),
+        ("seeds", seeds),
+        ("scales", scales),
+    ):
+        if isinstance(values, str) or len(values) == 0:
+            raise ValueError(f"{name}: give at least one (a list), got {values!r}")
+    for s in seeds:
+        check_run_settings(replications, s)
+    n_pol = len({_label(p) for p in policies} | {REFERENCE_POLICY})
+    units = len(scenarios) * len(scales) * len(seeds) * n_pol * int(replications)
+    if units > MAX_WORK_UNITS:
+        raise ValueError(
+            f"sweep: {len(scenarios)} scenarios x {len(scales)} scales x {len(seeds)} seeds x "
+            f"{n_pol} policies x {replications} replications = {units:,} work units; at most "
+            f"{MAX_WORK_UNITS:,} (MAX_WORK_UNITS): split the sweep"
+        )  # fmt: skip
 
 
 def epochs_per_duration(config: FarmConfig) -> float:
@@ -599,8 +637,7 @@ def sweep(
     per unit time). Returns ``{"runs": [report, ...], "rows": [flat row per run x policy], ...}``.
     """
     t0 = time.perf_counter()
-    if not scenarios:
-        raise ValueError("scenarios: give at least one scenario")
+    _check_sweep_size(scenarios, policies, seeds, scales, replications)
     plans: list[EvaluationPlan] = []
     for sc in scenarios:
         for f in scales:

@@ -46,10 +46,14 @@ from envs.server_farm import ServerFarmEnv
 from envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
 
 __all__ = [
+    "MAX_REPLICATIONS",
+    "MAX_WINDOW_EPOCHS",
     "RolloutResult",
     "WorkUnit",
     "cache_policy",
     "check_policy_names",
+    "check_run_settings",
+    "check_window",
     "is_baseline",
     "policy_route",
     "register_policy_resolver",
@@ -60,6 +64,16 @@ __all__ = [
     "simulate_builtin",
     "valid_policy_names",
 ]
+
+
+#: the most replications of one evaluation: beyond a few hundred the Student-t interval only
+#: narrows as 1/sqrt(n) and a longer horizon is the cheaper way to tighten it, while the seeds,
+#: work units and per-replication records all grow with n (a billion built every seed first)
+MAX_REPLICATIONS = 10_000
+#: the most decision epochs (warm-up + horizon) of one replication: 10^10 is hours per
+#: replication at the compiled simulator's ~2e6 epochs/s (days through the env), and covers a
+#: 50-duration warm-up at the farm limit of 1e7 epochs per duration (envs.validation)
+MAX_WINDOW_EPOCHS = 10**10
 
 
 def register_policy_resolver(prefix: str, loader: Any) -> None:
@@ -141,13 +155,34 @@ def replication_seeds(seed: int, replications: int) -> list[int]:
     Deterministic in (seed, r), independent streams across r (the SeedSequence construction), and
     shared by every policy: common random numbers.
     """
-    if replications < 1:
-        raise ValueError(f"replications: must be >= 1, got {replications}")
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise ValueError(f"seed: must be an integer >= 0, got {seed!r}")
+    if replications < 1 or replications > MAX_REPLICATIONS:
+        raise ValueError(
+            f"replications: must be between 1 and {MAX_REPLICATIONS:,} (MAX_REPLICATIONS), got "
+            f"{replications:,}; use a longer horizon for a tighter interval"
+        )
     out = []
     for r in range(replications):
         w = np.random.SeedSequence(int(seed), spawn_key=(r,)).generate_state(2, dtype=np.uint32)
         out.append(int(w[0]) << 31 | int(w[1]) >> 1)
     return out
+
+
+def check_run_settings(replications: Any, seed: Any) -> None:
+    """``replications`` in 1..MAX_REPLICATIONS and ``seed`` >= 0, as integers; checked before
+    anything is built (a billion replications built every seed first)."""
+    for name, v, low, high in (
+        ("replications", replications, 1, MAX_REPLICATIONS),
+        ("seed", seed, 0, None),
+    ):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name}: must be an integer >= {low}, got {v!r}")
+        if high is not None and v > high:
+            raise ValueError(
+                f"{name}: at most {high:,} (MAX_REPLICATIONS), got {v:,}; a longer horizon "
+                "tightens the interval more cheaply"
+            )
 
 
 def _policy_seed(seed: int) -> int:
@@ -181,13 +216,28 @@ class RolloutResult:
         }
 
 
-def _check_window(horizon: int, warmup: int) -> None:
-    if int(horizon) != horizon or horizon < 1:
+def _is_int(v: Any) -> bool:
+    # an integral float (1e5) is accepted as before; bool, NaN and 1.5 are not
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer())
+
+
+def check_window(horizon: int, warmup: int) -> None:
+    """A measurement window: ``horizon`` >= 1 and ``warmup`` >= 0 integer decision epochs, at
+    most :data:`MAX_WINDOW_EPOCHS` together (``ValueError`` naming the argument otherwise)."""
+    if not _is_int(horizon) or horizon < 1:
         raise ValueError(
-            f"horizon: must be a positive integer number of decision epochs, got {horizon}"
+            f"horizon: must be a positive integer number of decision epochs, got {horizon!r}"
         )
-    if int(warmup) != warmup or warmup < 0:
-        raise ValueError(f"warmup: must be an integer >= 0 (decision epochs), got {warmup}")
+    if not _is_int(warmup) or warmup < 0:
+        raise ValueError(f"warmup: must be an integer >= 0 (decision epochs), got {warmup!r}")
+    if horizon + warmup > MAX_WINDOW_EPOCHS:
+        raise ValueError(
+            f"horizon + warmup: {int(horizon) + int(warmup):,} decision epochs per replication; "
+            f"at most {MAX_WINDOW_EPOCHS:,} (MAX_WINDOW_EPOCHS: hours per replication compiled); "
+            "use more replications instead"
+        )
 
 
 def simulate_builtin(
@@ -199,7 +249,7 @@ def simulate_builtin(
     table: np.ndarray | None = None,
 ) -> RolloutResult:
     """One replication with a built-in dispatcher of the compiled simulator (see module doc)."""
-    _check_window(horizon, warmup)
+    check_window(horizon, warmup)
     if builtin not in BUILTIN_POLICIES:
         raise ValueError(
             f"builtin: unknown dispatcher {builtin!r}; choose one of {list(BUILTIN_POLICIES)}"
@@ -248,7 +298,7 @@ def rollout(
     Masked actions are not executed: the env sends such a job where PAS would, and the count is
     returned as ``invalid_actions`` (a correct masked policy has 0).
     """
-    _check_window(horizon, warmup)
+    check_window(horizon, warmup)
     config = load_scenario(scenario)
     mode = action_mode or getattr(policy, "action_mode", None) or "server"
     # fixed eta: the reward is irrelevant here and a running eta costs a probe simulation

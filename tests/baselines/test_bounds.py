@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.bounds import relaxation_bound
+from baselines.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
 from baselines.optimum import estimate_size, solve
+from envs.config import farm_from_dict
 from envs.scenarios import load_preset, random_farm
+from evaluation.references import reference_values
 from tests.helpers import REFERENCE, random_small_farm, reference_farm
 
 # exact optimal efficiencies from an independent solver (reference-farms data)
@@ -128,8 +130,6 @@ def test_single_server_bound_is_exact():
     cfg = load_preset("tiny").to_dict()
     cfg["groups"] = [cfg["groups"][0] | {"count": 1}]
     cfg["job_types"] = [{"name": "a", "arrival_rate": 0.7, "groups": ["slow"]}]
-    from envs.config import farm_from_dict
-
     c = farm_from_dict(cfg)
     rho, B = 0.7, 3
     p = np.array([rho**n for n in range(B + 1)])
@@ -138,3 +138,97 @@ def test_single_server_bound_is_exact():
     power = 1.0 * p[0] + 2.0 * (1 - p[0])
     for tight in (True, False):
         assert relaxation_bound(c, tight=tight).efficiency == pytest.approx(thr / power, rel=1e-7)
+
+
+# ---- size: merged job types, counted size, limits ---------------------------------------------
+@pytest.mark.parametrize("name", ["tiny", "small-1", "pas-gap", "paper-100", "overlap-100"])
+@pytest.mark.parametrize("tight", [True, False])
+def test_bound_lp_size_counts_the_lp_that_is_built(name, tight):
+    r = relaxation_bound(name, tight=tight)
+    assert bound_lp_size(load_preset(name), tight) == (r.n_variables, r.n_constraints)
+
+
+@pytest.mark.parametrize("tight", [True, False])
+def test_job_types_with_the_same_groups_are_merged_without_changing_the_bound(tight):
+    # split every type of small-1 into three with the same groups and rates 1/2, 1/3, 1/6 of it:
+    # the same farm for every admissible policy, and the same relaxation once merged
+    base = load_preset("small-1")
+    d = base.to_dict()
+    d["job_types"] = [
+        {**jt, "name": f"{jt['name']}-{i}", "arrival_rate": jt["arrival_rate"] * w}
+        for jt in d["job_types"]
+        for i, w in enumerate((1 / 2, 1 / 3, 1 / 6))
+    ]
+    split = farm_from_dict(d)
+    r0, r = relaxation_bound(base, tight=tight), relaxation_bound(split, tight=tight)
+    assert r.efficiency == pytest.approx(r0.efficiency, rel=1e-9)
+    assert r.n_variables == r0.n_variables
+    # each part gets its share of its type's flows
+    np.testing.assert_allclose(r.group_flows.reshape(-1, 3, base.n_groups).sum(axis=1),
+                               r0.group_flows, rtol=1e-7, atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(r.group_flows[0::3], 3 * r.group_flows[2::3], rtol=1e-7, atol=1e-12)
+
+
+def _wide_farm(n_groups: int, n_types: int, groups_per_type: int) -> dict:
+    """``n_groups`` single servers and ``n_types`` job types, type j on the groups j, j+1, ...
+    (so at most ``n_groups`` distinct sets), at load 0.5."""
+    groups = [
+        {"name": f"g{k}", "count": 1, "service_rate": 1.0, "busy_power": 2.0 + 0.01 * (k % 5),
+         "idle_power": 1.0, "buffer": 1}
+        for k in range(n_groups)
+    ]  # fmt: skip
+    jobs = [
+        {"name": f"j{j}", "arrival_rate": 0.5 * n_groups / n_types,
+         "groups": [f"g{(j + i) % n_groups}" for i in range(groups_per_type)]}
+        for j in range(n_types)
+    ]  # fmt: skip
+    return {"name": f"wide-{n_groups}x{n_types}", "groups": groups, "job_types": jobs}
+
+
+def test_many_job_types_give_an_lp_of_the_distinct_group_sets():
+    # 20,000 job types on 10 distinct sets: the LP of 10 types (it used to hold one flow per
+    # type and level, and 1,000 types on one set already took a minute)
+    many = farm_from_dict(_wide_farm(10, 20_000, 3))
+    few = farm_from_dict(_wide_farm(10, 10, 3))
+    r = relaxation_bound(many)
+    assert r.n_variables == relaxation_bound(few).n_variables
+    assert r.efficiency == pytest.approx(relaxation_bound(few).efficiency, rel=1e-9)
+    assert r.group_flows.shape == (20_000, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(10, 100_000, 2), (10_000, 1, 10_000)])
+def test_the_documented_extremes_are_solved(shape):
+    # 100,000 job types, or 10,000 groups (MAX_LEVELS single-level groups): solved, not hung
+    r = relaxation_bound(farm_from_dict(_wide_farm(*shape)))
+    assert 0 < r.efficiency < np.inf
+
+
+def test_an_lp_over_the_size_limit_is_refused_before_it_is_built():
+    cfg = farm_from_dict(_wide_farm(1000, 1000, 2))
+    nv, _ = bound_lp_size(cfg)
+    with pytest.raises(BoundTooLarge, match=rf"{nv:,} variables .* above the limit of 5,000"):
+        relaxation_bound(cfg, max_variables=5_000)
+
+
+def test_an_lp_over_the_time_limit_is_stopped_with_a_named_error():
+    # 6,000 variables: seconds of HiGHS time, far beyond the 1 ms limit
+    cfg = farm_from_dict(_wide_farm(1000, 1000, 2))
+    with pytest.raises(BoundTooLarge, match=r"did not finish within 0.001 s"):
+        relaxation_bound(cfg, time_limit_s=0.001)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_the_limits_are_checked(bad):
+    with pytest.raises(ValueError, match="max_variables"):
+        relaxation_bound("tiny", max_variables=bad)
+    if not isinstance(bad, (int, float)) or isinstance(bad, bool) or bad <= 0:
+        with pytest.raises(ValueError, match="time_limit_s"):
+            relaxation_bound("tiny", time_limit_s=bad)
+
+
+def test_evaluation_skips_a_refused_bound_with_the_reason(monkeypatch):
+    monkeypatch.setattr("baselines.bounds.MAX_BOUND_VARIABLES", 10)
+    refs = reference_values(load_preset("tiny"), compute_optimum=False)
+    assert refs["upper_bound"] is None
+    assert "above the limit of 10 variables" in refs["upper_bound_reason"]

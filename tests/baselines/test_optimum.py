@@ -255,3 +255,15 @@ def test_policy_iteration_scales_to_1e5_states():
     assert time.process_time() - t0 < 120
     hist = np.array(sol.info["history"])
     assert np.all(np.diff(hist) >= -1e-12 * hist[-1])
+
+
+def test_a_refusal_of_an_astronomical_farm_shows_the_magnitude():
+    # 10,000 groups: the aggregated LP's size has thousands of digits (the message printed all
+    # of them, and Python cannot print past 4,300)
+    from envs.config import farm_from_dict
+    from tests.baselines.test_bounds import _wide_farm
+
+    cfg = farm_from_dict(_wide_farm(10_000, 1, 10_000))
+    with pytest.raises(ValueError, match=r"the aggregated LP has about 10\^30\d\d variables") as e:
+        solve(cfg)
+    assert len(str(e.value)) < 400

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -535,3 +536,142 @@ def test_random_farm_is_seeded_and_valid() -> None:
     assert p.size_of(0) == JobSizeConfig("pareto", alpha=2.5)
     with pytest.raises(ConfigError, match="n_groups"):
         random_farm(0, n_groups=0)
+
+
+# ---- text fields, YAML alias bombs, huge numbers -------------------------------------------------
+def _alias_bomb(depth: int = 40) -> str:
+    """YAML flow text of a list whose items are lists of 9 aliases of the previous one: under
+    3 KB, but ``str()`` of it has 9^40 leaves (it never returns); PyYAML builds it at once, as
+    shared references."""
+    levels = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]
+    levels += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, depth)]
+    return "[" + ", ".join(levels) + "]"
+
+
+BOMB_FIELDS = [
+    ("name", r"^\S+: scenario\.name: expected a string, got \[\["),
+    ("description", r"scenario\.description: expected a string"),
+    ("groups[0].name", r"groups\[0\]\.name: expected a string"),
+    ("job_types[0].name", r"job_types\[0\]\.name: expected a string"),
+    ("job_types[0].groups", r"job_types\[0\] \(web\)\.groups\[0\]: expected a name"),
+    ("job_types[0].arrival_rate", r"job_types\[0\] \(web\)\.arrival_rate\[0\]: expected a number"),
+    ("groups[0].service_rate", r"groups\[0\] \(slow\)\.service_rate: a list must have one value"),
+    ("groups[1].price", r"groups\[1\] \(fast\)\.price\[0\]: expected a number"),
+    ("groups[0].idle_power", r"groups\[0\] \(slow\)\.idle_power: expected a number"),
+    ("job_size.distribution", r"job_size\.distribution: unknown distribution \[\["),
+]
+
+
+def _with_field(d: dict, path: str, marker: str) -> dict:
+    keys = [
+        int(k) if k.isdigit() else k for k in path.replace("[", ".").replace("]", "").split(".")
+    ]
+    target = d
+    for k in keys[:-1]:
+        target = target[k]
+    target[keys[-1]] = marker
+    return d
+
+
+@pytest.mark.parametrize(("field", "match"), BOMB_FIELDS, ids=[f for f, _ in BOMB_FIELDS])
+def test_a_yaml_alias_bomb_in_any_field_is_refused_without_expanding_it(field, match, tmp_path):
+    # the bomb goes in through a real YAML file, where the aliases are (json has none)
+    d = _with_field(load_preset("tiny").to_dict(), field, "BOMB")
+    text = yaml.safe_dump(d, sort_keys=False).replace("BOMB", _alias_bomb())
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    assert len(text) < 4000
+    with pytest.raises(ConfigError, match=match) as err:
+        load_scenario(path)
+    assert len(str(err.value)) < 1000  # the message shows a few items, not the expansion
+
+
+def test_a_yaml_alias_bomb_in_a_geo_scenario_is_refused(tmp_path):
+    from envs.geo import geo_presets, load_geo_scenario
+
+    d = load_geo_scenario(geo_presets()[0]).to_dict()
+    for where, target in (("geo.description", d), ("clusters[0].name", d["clusters"][0])):
+        target["description" if where.startswith("geo") else "name"] = "BOMB"
+        path = tmp_path / "bomb.yaml"
+        path.write_text(yaml.safe_dump(d, sort_keys=False).replace("BOMB", _alias_bomb()))
+        with pytest.raises(ConfigError, match=rf"{re.escape(where)}: expected a string"):
+            load_scenario(path)
+        target["description" if where.startswith("geo") else "name"] = "ok"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(None, "None"), (["a", "b"], r"\['a', 'b'\]"), (7, "7"), ({"x": 1}, r"\{'x': 1\}")],
+)
+@pytest.mark.parametrize("field", ["name", "description", "groups[1].name", "job_types[1].name"])
+def test_names_and_descriptions_must_be_strings(field, value, shown):
+    # a null or a list was turned into the string "None" / "['a', 'b']"
+    d = _with_field(base(), field, value)
+    with pytest.raises(ConfigError, match=rf"{re.escape(field)}: expected a string, got {shown}"):
+        farm_from_dict(d)
+
+
+def test_names_and_descriptions_have_a_bounded_length():
+    from envs.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
+
+    ok = base() | {"name": "n" * MAX_NAME_LENGTH, "description": "d" * MAX_DESCRIPTION_LENGTH}
+    assert farm_from_dict(ok).name == "n" * MAX_NAME_LENGTH
+    with pytest.raises(ConfigError, match=r"^scenario\.name: 201 characters; at most 200"):
+        farm_from_dict(base() | {"name": "n" * (MAX_NAME_LENGTH + 1)})
+    with pytest.raises(ConfigError, match=r"scenario\.description: 10,001 characters"):
+        farm_from_dict(base() | {"description": "d" * (MAX_DESCRIPTION_LENGTH + 1)})
+    d = base()
+    d["groups"][0]["name"] = "g" * 1000
+    with pytest.raises(ConfigError, match=r"groups\[0\]\.name: 1,000 characters"):
+        farm_from_dict(d)
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+@pytest.mark.parametrize(
+    ("field", "match"),
+    [
+        (
+            "groups[0].idle_power",
+            r"groups\[0\] \(slow\)\.idle_power: must be finite, got an integer",
+        ),
+        (
+            "job_types[0].arrival_rate",
+            r"job_types\[0\] \(web\)\.arrival_rate: must be finite, got an integer",
+        ),
+        ("groups[0].count", r"groups\[0\] \(slow\)\.count: must be <= 1,000,000, got an integer"),
+        ("groups[0].buffer", r"groups\[0\] \(slow\)\.buffer: must be <= 1,000, got an integer"),
+    ],
+)
+def test_huge_integers_in_a_file_name_the_field(field, match, digits, tmp_path):
+    # a 400-digit integer was an OverflowError traceback (float() of it); one of 5,000 digits,
+    # past Python's int-str conversion limit, raised while the message was being formatted
+    d = _with_field(load_preset("tiny").to_dict(), field, "HUGE")
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(d).replace('"HUGE"', "1" + "0" * (digits - 1)))
+    if digits > 4300:
+        # the parser itself refuses it (Python's int-str conversion limit): the file is named
+        match = r"Exceeds the limit \(4300 digits\)"
+    else:
+        match = rf"{match} of about {digits:,} digits"
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: {match}"):
+        load_scenario(path)
+
+
+def test_a_schedule_has_a_bounded_number_of_intervals():
+    from envs.validation import MAX_INTERVALS, MAX_SCHEDULE_ENTRIES
+
+    d = base()
+    d["job_types"][0]["arrival_rate"] = [1.0] * (MAX_INTERVALS + 1)
+    with pytest.raises(
+        ConfigError, match=r"job_types\[0\] \(web\)\.arrival_rate: 100,001 intervals"
+    ):
+        farm_from_dict(d)
+    # intervals x (types + groups) values in the per-interval tables
+    n_types = MAX_SCHEDULE_ENTRIES // MAX_INTERVALS
+    d = base()
+    d["job_types"] = [
+        {"name": f"t{j}", "arrival_rate": 0.01, "groups": ["slow"]} for j in range(n_types)
+    ]
+    d["groups"][0]["price"] = [1.0] * MAX_INTERVALS
+    with pytest.raises(ConfigError, match=r"100,000 intervals x 100 job types and 2 groups"):
+        farm_from_dict(d)

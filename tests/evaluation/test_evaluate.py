@@ -348,3 +348,52 @@ def test_sweep_over_farm_sizes(tmp_path):
     runs = json.loads((tmp_path / "s.json").read_text())["runs"]
     assert runs[0]["optimum"] is not None and runs[1]["optimum"] is None
     assert "1000" in runs[1]["optimum_reason"]
+
+
+# ---- work that cannot fit is refused before anything is built ----------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"replications": 10**9}, r"replications: at most 10,000 \(MAX_REPLICATIONS\)"),
+        ({"replications": 0}, r"replications: must be an integer >= 1"),
+        ({"seed": -1}, r"seed: must be an integer >= 0, got -1"),
+        ({"seed": 1.5}, r"seed: must be an integer >= 0"),
+        ({"horizon": 10**21}, r"horizon \+ warmup: .* at most 10,000,000,000"),
+        ({"horizon": float("nan")}, r"horizon: must be a positive integer"),
+        ({"horizon": 100, "warmup": -1}, r"warmup: must be an integer >= 0"),
+        ({"policies": []}, r"policies: give at least one policy"),
+    ],
+)
+def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, match, monkeypatch):
+    import evaluation.harness as harness
+
+    # neither the scenario nor a seed is built: a billion replications built every seed first
+    monkeypatch.setattr(harness, "load_scenario", lambda *a: pytest.fail("scenario built"))
+    monkeypatch.setattr(harness, "replication_seeds", lambda *a: pytest.fail("seeds built"))
+    with pytest.raises(ValueError, match=match):
+        harness.plan_evaluation("tiny", **({"policies": ["pas"]} | kwargs))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"scales": []}, r"scales: give at least one"),
+        ({"seeds": []}, r"seeds: give at least one"),
+        ({"policies": []}, r"policies: give at least one"),
+        ({"seeds": [0, -1]}, r"seed: must be an integer >= 0, got -1"),
+        ({"seeds": list(range(100)), "replications": 300}, r"120,000 work units; at most 100,000"),
+    ],
+)
+def test_sweep_refuses_empty_lists_and_oversized_sweeps_before_planning(kwargs, match, monkeypatch):
+    import evaluation.harness as harness
+
+    monkeypatch.setattr(harness, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
+    with pytest.raises(ValueError, match=match):
+        harness.sweep(["tiny"], **kwargs)
+
+
+def test_replication_seeds_are_bounded_and_named():
+    with pytest.raises(ValueError, match=r"replications: must be between 1 and 10,000"):
+        replication_seeds(0, 10**9)
+    with pytest.raises(ValueError, match=r"seed: must be an integer >= 0, got -1"):
+        replication_seeds(-1, 2)
