@@ -9,8 +9,9 @@
     python train.py --generalist                      # the farm-agnostic generalist (docs/generalist.md)
 
 Two trainers: ``lean`` (the default; ``agents.training``: the CleanRL-style masked PPO of
-``agents.lean_ppo`` on the compiled vector env, ~30x the steps per CPU second) and ``sb3``
-(``agents.sb3_training``: sb3-contrib ``MaskablePPO`` on a ``DummyVecEnv``, today's reference).
+``agents.lean_ppo`` on the compiled vector env, many times the steps per CPU second; see
+BENCHMARKS.md) and ``sb3`` (``agents.sb3_training``: sb3-contrib ``MaskablePPO`` on a
+``DummyVecEnv``, the reference).
 
 Precedence of settings, lean trainer: the defaults of :class:`Args` < the settings derived from
 the farm (``agents.farm_settings.derive_settings``, printed with their reasons) < the

@@ -1,4 +1,4 @@
-"""Training settings derived from the farm, by rules (issue 12, part 2).
+"""Training settings derived from the farm, by rules.
 
 A user brings a farm file with no hyperparameter entry; ``train.py`` must still pick what used
 to be hand-set per preset. :func:`derive_settings` turns a :class:`~envs.config.FarmConfig` into
@@ -62,11 +62,11 @@ class Rules:
     min_total_timesteps: int = 150_000
     max_total_timesteps: int = 1_000_000
     #: the policy cloned first (the selection's floor) on exactly evaluated farms: "pas",
-    #: "best-priority", "generalist" or "random" (pas-gap from PAS: 89% of PAS's gap closed,
-    #: stuck from 115k steps on; from best-priority, which starts at 98%: 100%)
+    #: "best-priority", "generalist" or "random" (a start at the searched table leaves PPO
+    #: less to find than PAS where PAS is far from the optimum; docs/training.md)
     init: str = "best-priority"
     #: ... and on farms evaluated by simulation, where PPO's signal per decision is weak
-    #: (paper-100 from PAS: never above PAS in 1M steps; from best-priority: +0.083% paired)
+    #: (from a PAS clone PPO may never get above PAS there; docs/training.md)
     init_simulated: str = "best-priority"
     #: after cloning, PAS's action sampled this far from uniform (0) to certain (1), on average
     pas_confidence: float = 0.2
@@ -84,9 +84,9 @@ class Rules:
     #: state (large-10k with 1.7-duration windows: above the relaxation upper bound)
     min_window_durations: float = 10.0
     final_eval_durations: float = 100.0
-    #: ... capped here: on 10,000 servers 100 durations are 600,000-1,200,000 epochs, ~85 CPU-s
-    #: per model since PAS runs in the simulator (the overlap farm x100: 16.7 durations
-    #: measured 0.067% above the relaxation bound, 100 durations 0.020%, within noise)
+    #: ... capped here, which bounds the final measurement's cost on 10,000-server farms (100
+    #: durations there are up to about a million epochs); a window much shorter than 100
+    #: durations can still carry the transient after PAS's warm-up
     final_eval_max_epochs: int = 1_000_000
     #: evaluations per run (simulated; exact farms are evaluated after every rollout)
     evaluations_per_run: int = 8

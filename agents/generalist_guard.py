@@ -121,9 +121,9 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
         c = self.config
         per = c.epochs_per_duration
         # the policy's own stationary regime first, as long as evaluations wait for it (10 mean
-        # job durations, evaluation.vector_eval): with 2 durations the guard measured the
-        # transient after PAS's regime (large-10k: +14% for a network that is 0.5% below PAS in
-        # the long run); then 2 durations (>= 4,000 epochs) measured
+        # job durations, evaluation.vector_eval): a shorter wait measures the transient after
+        # PAS's regime, where a network's deviations can pay that cost in the long run; then 2
+        # durations (>= 4,000 epochs) measured
         kw = {"replications": replications, "seed": GUARD_SEED,
               "policy_warmup": default_policy_warmup(c),
               "n_epochs": max(math.ceil(2 * per), 4_000)}  # fmt: skip

@@ -72,7 +72,8 @@ __all__ = [
 ]
 
 #: farms with more decision epochs per mean job duration than this count as "large" in
-#: :func:`recommended` (measured: <= 12.9 learn without an anchor, paper-100's 120 needs one)
+#: :func:`recommended`: with many decisions per duration one decision's signal is weak, and
+#: without an anchor to PAS the policy walks away from it
 LARGE_FARM_EPOCHS_PER_DURATION = 30.0
 
 
@@ -92,15 +93,15 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
 
     * every farm: a discount horizon of one mean job duration, ``horizon_durations=1`` (the
       life of the decision's own job; longer horizons add E decisions of other servers' noise
-      per duration). Measured caveat: on tiny (2.5 decisions per duration, gamma 0.6) PPO
-      reaches the optimum and then drifts below PAS, so keep the best evaluated model there
-      (a floor of 10 decisions held tiny but stalled small-2 at PAS).
+      per duration). Caveat: with very few decisions per duration (tiny: 2.5, gamma 0.6) the
+      criterion is biased: PPO can reach the optimum and then drift below PAS, so keep the best
+      evaluated model.
     * small farms (E <= 30): 16 envs x 128 steps, minibatches of 128, 10 epochs (160 Adam steps
       per 2,048 samples): the signal per decision is strong, so learn a lot per sample.
     * large farms (E > 30): rollouts of 16,384 steps, minibatches of 4,096, 4 epochs, lr 1e-4,
       an anchor to PAS's decisions (``pas_anchor=1``) and 5 critic-only rollouts after the
-      clone: without the anchor the normalised advantages (mostly noise) walked the policy 1-2%
-      below PAS within 0.5M steps. 64 envs x 256 steps, but 16 x 1,024 when E > 1,000: every env
+      clone: without the anchor the normalised advantages (mostly noise) walk the policy below
+      PAS. 64 envs x 256 steps, but 16 x 1,024 when E > 1,000: every env
       starts with a PAS warm-up of 50 durations (50 E epochs; large-10k: 600k each).
     """
     E = epochs_per_duration(config)

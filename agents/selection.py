@@ -1,4 +1,4 @@
-"""Which model to keep: paired comparisons on common random numbers (issue 12, part 3).
+"""Which model to keep: paired comparisons on common random numbers.
 
 A training run measures its policy many times. Two estimates made with the *same* replication
 seeds (``evaluation.vector_eval.vector_efficiency``: replication ``i`` uses stream ``seed + i``

@@ -16,9 +16,8 @@ on every farm the token encoding can describe (up to its padding limits).
 PAS's own choice (:func:`pas_anchor`, computed from the tokens and the action mask: the valid
 (group, level) of the group with the highest ``pas_priority``, ties to the smallest group, then
 the highest level, as ``baselines.priority``'s group mode). Why: a network that must *represent*
-PAS by cloning it imitates it imperfectly (the first generalist started 0.77% below PAS on its
-validation farms and ended below PAS on a quarter of the small farms and on every large preset),
-while with the anchor the untrained network (its last logit layer starts at zero) *is* PAS, and
+PAS by cloning it imitates it imperfectly (a cloned network starts below PAS on part of the
+farms, and PPO over sampled farms does not repair that everywhere), while with the anchor the untrained network (its last logit layer starts at zero) *is* PAS, and
 training only has to learn where to deviate: the deterministic policy leaves PAS's action only
 where the network's preference for another one exceeds ``c`` nats.
 """

@@ -243,8 +243,8 @@ def _strongest_start(
     PAS, and the kept model never falls below the start. The table searched on a twin is
     measured on the farm itself (the same groups and levels)."""
     names = ["best-priority", "pas"] + (["pas-price"] if a.objective == "cost" else [])
-    # the table is searched on the objective the run measures (a table searched on energy
-    # measured -1.8% in cost against PAS on geo-us-eu, one searched on cost +2.4%)
+    # the table is searched on the objective the run measures (a table that is good in energy
+    # can be worse than PAS in energy cost, when prices vary across groups and hours)
     searched = BestPriorityPolicy(
         trainer.config, trainer.cfg.action_mode, search_objective=a.objective
     )
@@ -352,8 +352,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
                 teacher = trainer.teacher(a.init)
             # a few thousand decisions per env cover the states the teacher visits; on a
             # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
-            # interval: a clone fitted on the first hour of geo-us-eu's day measured -7.7% in
-            # cost against PAS, where its teacher measured +2.4%)
+            # interval: a clone fitted on part of the cycle imitates the teacher only there)
             clone_steps = 16_384
             if trainer.config.is_time_varying:
                 clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
@@ -568,10 +567,9 @@ def _confirm_against_start(
     the final window with confirmation seeds (neither the selection's nor the verdict's).
 
     Why: the in-training windows (10 mean job durations after 10 of policy warm-up) can prefer
-    a policy whose deviations pay in the transient and cost later. On large-10k a model kept
-    at 634,880 steps measured +0.55% over PAS in training and +0.17% on the final window, where
-    the start (the searched table's clone) measured +0.29%. The start then replaces the best
-    model file (its sidecar says so)."""
+    a policy whose deviations pay in the transient and cost later, so a model kept in training
+    can measure below the start on the longer final window (docs/training.md, "Confirmation
+    against the start"). The start then replaces the best model file (its sidecar says so)."""
     conf = _final_window(a, config, False, warm, seed=3_000_000 + a.seed * 1000)
     start_agent = PPOAgent.load(out / START_MODEL)
     est_kept = conf.measure(best_agent.predictor())

@@ -27,8 +27,8 @@ class TrainingWrapper(gym.Wrapper):
     the decision epochs (before the assignment) gives in expectation the time integral of
     ``W - eta P``: every stationary policy has the same long-run average reward under both, hence
     the same ranking. The step's reward is ``g`` of the state at the *next* epoch, which the action
-    influences. Measured (docs/training.md): it helps little on tiny and is noisier where ``L(x)``
-    can be small (heavy blocking of the main job type), so ``"env"`` is the default.
+    influences. It is noisier where ``L(x)`` can be small (heavy blocking of the main job type)
+    and did not speed up learning, so ``"env"`` is the default.
     ``info["env_reward"]`` keeps the env's own reward.
     """
 

@@ -28,8 +28,8 @@ __all__ = [
     "refuse_if_larger",
 ]
 
-#: refusal limit of the aggregated chain, measured on 2 busy cores: policy iteration takes
-#: ~6-50 s at 1e5 states (memory ~0.3 GB per 1e5 states)
+#: refusal limit of the aggregated chain: policy iteration's time and memory (about 0.3 GB per
+#: 1e5 states) grow with it
 DEFAULT_MAX_PI_STATES = 300_000
 
 

@@ -81,10 +81,9 @@ class SearchSettings:
 
     Attributes:
         budget: distinct table evaluations at most (each is one CTMC solve or one simulation).
-            The search stops earlier when a stage converges (the presets use 15-360); 400, the
-            earlier default, let the group-order stage of 8-group farms spend it all (the
-            reservation and level stages then never ran: on a held-out 15-server, 8-group farm
-            the measured value rose from 0.6937 after 400 evaluations to 0.7084 after 1,559).
+            The search stops earlier when a stage converges (the presets use a few hundred at
+            most); the budget leaves room for the reservation and level stages after the
+            group-order stage, which alone can take hundreds of evaluations on 8-group farms.
         n_epochs: minimum decision epochs of each simulated evaluation.
         horizon_durations: minimum window of each simulated evaluation, in mean job durations
             of the slowest group (a farm scaled by f needs f times more epochs for the same

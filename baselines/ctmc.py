@@ -59,7 +59,7 @@ __all__ = [
     "stationary_distribution",
 ]
 
-#: default refusal limit on the number of per-server states (measured: 1e6 states in ~4 s CPU)
+#: default refusal limit on the number of per-server states (a solve stays in seconds)
 DEFAULT_MAX_STATES = 2_000_000
 
 PolicySpec = str | np.ndarray | Callable[[np.ndarray, int], int]

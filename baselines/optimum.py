@@ -76,8 +76,8 @@ __all__ = [
     "solve_pi",
 ]
 
-#: refusal limits. Measured on 2 busy cores: the LP (HiGHS) takes ~15 s at 12e3 variables and
-#: minutes at 5e4; policy iteration ~6-50 s at 1e5 states (memory ~0.3 GB per 1e5 states).
+#: refusal limits: the LP's time (HiGHS) grows fast with its variables, from seconds at 1e4 to
+#: minutes at 5e4; policy iteration needs about 0.3 GB per 1e5 states.
 DEFAULT_MAX_LP_VARIABLES = 20_000
 
 
@@ -179,7 +179,7 @@ def solve_pi(
 
     Linear algebra (``linear_solver="auto"``): a sparse LU when the lattice is low-dimensional
     (``sum_k B_k <= 2``) or small, else ILU(0)-preconditioned GMRES warm-started from the previous
-    step (falling back to LU if GMRES stalls). Measured (2 busy cores): ~1e5 states in 6-50 s.
+    step (falling back to LU if GMRES stalls); 1e5 states take seconds to a minute.
     """
     t0 = time.perf_counter()
     space = (

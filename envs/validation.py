@@ -21,8 +21,7 @@ Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_fro
   observation and action (sum_k B_k + K and sum_k B_k entries), Whittle's per-level recursions
   and above all the relaxation-bound LP (``sum_k (2 B_k + 1)`` variables, built row by row in
   Python; HiGHS time grows faster than linearly) all grow with the buffers: a buffer of 10^6 ran
-  the bound LP for minutes at 3.8 GB. Measured here (2 cores): sum_k B_k = 10,000 (10 groups of
-  1,000 or 5 of 2,000) takes about 3 s, 5 groups of 10,000 take 81 s. So one group holds at
+  the bound LP for minutes at 3.8 GB, while sum_k B_k = 10,000 takes seconds. So one group holds at
   most 1,000 jobs per server (far beyond any modelled processor-sharing machine) and the farm
   at most 10,000 levels in all.
 * :data:`MAX_SERVERS`, :data:`MAX_JOB_SLOTS`: the simulator keeps about ten int64/float64 arrays

@@ -63,7 +63,7 @@ def loop_exponential(
     and only the blocked-arrival path touches it: no register or work per event.
 
     The clock, integrals and rates live in local variables during the loop (registers, not
-    memory: ~15% faster) and are written back to ``fs`` on return; the arithmetic is the same
+    memory: the loop's hottest values) and are written back to ``fs`` on return; the arithmetic is the same
     as :func:`move_server` / :func:`integrate`, operation for operation."""
     # borrowed arrays: the views and inlined helpers below then do no reference counting
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)

@@ -21,10 +21,9 @@ from envs.kernels.layout import CRATE, NJOBS, NO_SERVER, PRATE, WRATE, set_views
 # server leaving is the minimum): that is the PAS choice within the group, so a
 # priority table that is constant over levels needs one read per group. (Caching the minimum of
 # every level too cost more per event than finding it when a general table asks.)
-# This replaced indexed binary min-heaps (same minima, O(log R_k) sifts per move): 1.45x fewer
-# nanoseconds per event on paper-100 (BENCHMARKS.md). The uniform member drawn for a departure
-# now depends on the array order rather than the heap order, so trajectories (not their
-# distribution) differ from the heap version's.
+# Why not indexed binary min-heaps (same minima): their O(log R_k) sifts per move cost more
+# per event than swap-remove and append (BENCHMARKS.md). The uniform member drawn for a
+# departure depends on the array order, so trajectories (not their distribution) depend on it.
 #
 # ``sets`` (int64, inside ``ib``) = header (S_* slots: dimensions and offsets) | nfmin[K] |
 # tbase[K, B1+1] (offset of each tree in ``sets``; the non-full tree last) | nlev[K] (tree levels) |
@@ -35,7 +34,7 @@ from envs.kernels.layout import CRATE, NJOBS, NO_SERVER, PRATE, WRATE, set_views
 @kernel_njit(inline="always")
 def tree_set(sets, base, lo, nlev, i):
     """Add local index i to the tree at ``base`` (level offsets ``lo``)."""
-    if nlev == 1:  # a group of <= 64 servers: one word (a measured 2-3 ns per event saved)
+    if nlev == 1:  # a group of <= 64 servers: one word, no tree walk on the hot path
         sets[base] |= 1 << i
         return
     for lv in range(nlev):

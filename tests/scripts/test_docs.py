@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/*.md runs as a test.
+"""Every ```python block of README.md and docs/**/*.md runs as a test.
 
 The blocks are collected from the Markdown when the tests are collected, so a changed doc is a
 changed test. Convention: each block is self-contained and runs on its own, in a fresh namespace
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # an opening fence ```python (nothing else on the line), the body, the closing fence
 BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
