@@ -52,7 +52,9 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
 # optimal solves an MDP and pdr-pas needs a geo scenario: both have their own tests; ppo (named
 # with its model file) and the shipped generalist are learned policies (tests/agents)
 NAMES = [
-    n for n in POLICIES if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-raw")
+    n
+    for n in POLICIES
+    if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-checked", "generalist-raw")
 ]
 
 
