@@ -350,17 +350,27 @@ def plot_profiles(cells: list[dict[str, Any]], refs: dict[str, Any], fig_dir: Pa
         xlabel="final exact efficiency / optimum (tau)", ax=ax, labelsize="medium",
         ticklabelsize="small",
     )  # fmt: skip
-    ax.legend(TRAINERS, fontsize=8, loc="lower left")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=2, label=f"{tr} ({len(scores[tr])} runs per farm)")
+               for tr, c in zip(TRAINERS, ("#4c72b0", "#dd8452"), strict=True)]  # fmt: skip
+    ax.legend(handles=handles, fontsize=8, loc="lower left")
     ax.set_title(f"fraction of runs >= tau ({', '.join(scens)})", fontsize=10)
     path = fig_dir / "from_scratch_profile.png"
     save_figure(fig, path)
     return path
 
 
-def report(out: Path, fig_dir: Path | None) -> dict[str, Any]:
+def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, Any]:
+    """Aggregate the cells of rows with at least ``min_seeds`` seeds (the others are listed as
+    incomplete, never reported with fewer seeds)."""
     cells = _load_cells(out)
+    rows = {(c["scenario"], c["trainer"]) for c in cells}
+    count = {k: sum((c["scenario"], c["trainer"]) == k for c in cells) for k in rows}
+    short = sorted(f"{s}/{t} ({count[(s, t)]} seeds)" for s, t in rows if count[(s, t)] < min_seeds)
+    cells = [c for c in cells if count[(c["scenario"], c["trainer"])] >= min_seeds]
     if not cells:
-        raise SystemExit(f"from_scratch: no cells in {out / 'cells'}; run the study first")
+        raise SystemExit(f"from_scratch: no row with {min_seeds} seeds in {out / 'cells'} yet")
     refs = _references(sorted({c["scenario"] for c in cells}))
     agg = aggregate(cells, refs)
     if fig_dir is not None:
@@ -371,8 +381,11 @@ def report(out: Path, fig_dir: Path | None) -> dict[str, Any]:
             agg["figures"].append(str(prof))
     agg["cpu_s_total"] = float(sum(c["cpu_s"] for c in cells))
     out.mkdir(parents=True, exist_ok=True)
+    agg["incomplete_rows"] = short
     atomic_write(out / "from_scratch.json", to_json(agg))
     print(markdown_table(agg))
+    if short:
+        print(f"not reported (fewer than {min_seeds} seeds): {', '.join(short)}")
     return agg
 
 
@@ -388,6 +401,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", type=Path, default=Path("results/from_scratch"))
     p.add_argument("--figure-dir", type=Path, default=None, help="also write the PNGs there")
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
+    p.add_argument("--min-seeds", type=int, default=10, help="rows with fewer are not reported")
     ns = p.parse_args(argv)
     scens, trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
@@ -408,7 +422,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     cell = run_cell(ns.out, scen, tr, seed, ns.steps)
                     print(f"{scen} {tr} seed {seed}: final {cell['curve'][-1][2]:.6f} "
                           f"({cell['cpu_s']:.1f} CPU-s)", flush=True)  # fmt: skip
-    return report(ns.out, ns.figure_dir)
+    return report(ns.out, ns.figure_dir, ns.min_seeds)
 
 
 if __name__ == "__main__":
