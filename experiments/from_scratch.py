@@ -22,7 +22,7 @@ the cells present: per row the interquartile mean (IQM) with a 95% stratified-bo
 (``rliable``), the share of seeds that reached each threshold, performance profiles and learning
 curves (PNG), ``--out/from_scratch.json`` and the markdown table printed.
 
-    nice -n 10 python -m experiments.from_scratch --seeds 10 --figure-dir docs/figures
+    nice -n 10 python -m experiments.from_scratch --seeds 10 --steps 24576 --figure-dir docs/figures
     python -m experiments.from_scratch --report --figure-dir docs/figures
 """
 
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--trainers", default=",".join(TRAINERS))
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (>= 10 for the tables)")
     p.add_argument("--seed0", type=int, default=0)
-    p.add_argument("--steps", type=int, default=40_960, help="env steps per run")
+    p.add_argument("--steps", type=int, default=24_576, help="env steps per run")
     p.add_argument("--out", type=Path, default=Path("results/from_scratch"))
     p.add_argument("--figure-dir", type=Path, default=None, help="also write the PNGs there")
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
