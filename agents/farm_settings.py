@@ -280,7 +280,7 @@ def derive_settings(
         "the farm trained on (PAS's table is a candidate; on a simulated farm the stronger of it "
         "and PAS, measured): the selection's floor is the strongest baseline, and PPO improves "
         "on it where a table cannot",
-        "generalist": "behaviour cloning on the shipped generalist's decisions",
+        "generalist": "behaviour cloning on the shipped generalist network's decisions (alone)",
         "pas-price": "behaviour cloning on price-aware PAS's decisions",
         "random": "uniform (orthogonal initialisation)",
     }[init] + (" (exactly evaluated farm)" if exact else " (simulated farm)")

@@ -338,7 +338,9 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
                 "summary.json): give a larger total to train on"
             )
         print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
-        started_from = None  # the first run's summary says
+        # the first run's start, which its checkpoints' sidecars keep
+        started_from = json.loads(sidecar_path(ckpt).read_text()).get("started_from")
+        side["started_from"] = started_from
     else:
         started_from = "random"
         twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
@@ -364,6 +366,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
                   f"{clone['samples']:,} decisions; logits scaled by {scale:.3g}: its "
                   f"action sampled {a.pas_confidence:g} of the way from uniform to certain "
                   f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
+        side["started_from"] = started_from  # every model's sidecar names its start
         trainer.save(_ckpt_path(ckpt_dir, 0), **side)
         trainer.save(out / START_MODEL, **side)  # the start, for the confirmation (below)
     trainer.schedule_total = end
@@ -527,6 +530,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         "references": refs.as_dict(),
         "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best, best_vs_pas)},
         "confirmation": confirmation,
+        **_provenance(started_from, history, confirmation, best_steps, est_best),
         "final": {"path": str(final_path), **report(est_final, final_vs_pas)},
         "verdict": best_vs_pas.describe(),
         "best_eval_efficiency": None if selector.best is None else selector.best.efficiency,
@@ -577,6 +581,11 @@ def _confirm_against_start(
     kept_vs_start = compare(est_kept, est_start)
     record = {
         "kept_timesteps": best_steps,
+        "start": {
+            "efficiency": est_start.efficiency,
+            "ci95": est_start.ci95,
+            "method": est_start.method,
+        },
         "kept_vs_start": kept_vs_start.as_dict(),
         "kept": "best" if kept_vs_start.diff >= 0 else "start",
     }
@@ -590,6 +599,36 @@ def _confirm_against_start(
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
     return PPOAgent.load(best_path), 0, record
+
+
+def _provenance(
+    started_from: str | None,
+    history: list[dict[str, Any]],
+    confirmation: dict[str, Any] | None,
+    best_steps: int,
+    est_best: EfficiencyEstimate,
+) -> dict[str, Any]:
+    """The summary's ``start`` (the policy PPO started from: its teacher and its value) and
+    ``ppo_change`` (what PPO's updates changed: the kept model minus the start, exact, or
+    paired on the confirmation seeds; None when the start itself is kept). Why: a kept step-0
+    model is the teacher's clone, not a PPO result, and must not be reported as one."""
+    start: dict[str, Any] = {"teacher": started_from, "timesteps": 0}
+    if best_steps == 0:  # the start is the kept model: its value is the kept model's
+        start |= {"efficiency": est_best.efficiency, "ci95": est_best.ci95,
+                  "method": est_best.method,
+                  "measured_on": "exact" if est_best.method == "exact" else "final window"}  # fmt: skip
+        return {"start": start, "kept": "start", "ppo_change": None}
+    step0 = next((h for h in history if h["timesteps"] == 0), None)
+    if est_best.method == "exact" and step0 is not None:
+        start |= {"efficiency": step0["efficiency"], "ci95": 0.0, "method": "exact",
+                  "measured_on": "exact"}  # fmt: skip
+        change = compare(est_best, EfficiencyEstimate(step0["efficiency"], 0.0, "exact")).as_dict()
+    elif confirmation is not None:
+        start |= confirmation["start"] | {"measured_on": "confirmation seeds"}
+        change = confirmation["kept_vs_start"]
+    else:  # a run without its start model (written before it was kept)
+        change = {"method": "not measured"}
+    return {"start": start, "kept": "ppo", "ppo_change": change}
 
 
 def _rewrite(path: Path, entries: list[dict[str, Any]]) -> None:

@@ -9,7 +9,7 @@ into the farm's own network, then the per-farm PPO) does not (docs/generalist.md
 asks whether the generalist holds what a faster route would need, on farms small enough that
 every candidate is evaluated exactly (no sampling error, so no selection bias):
 
-* **zero-shot**: the guarded generalist (``make_policy("generalist")``), PAS, the optimum.
+* **with its check**: the checked generalist (``make_policy("generalist-checked")``), PAS, the optimum.
 * **output biases** (a farm-specific output layer, BitFit's idea searched instead of trained):
   the network's logits at the guard's anchor plus one bias per (group, level) token, chosen by
   coordinate search (steps of +-0.5..4 nats, first improvement, until a sweep finds none) with an

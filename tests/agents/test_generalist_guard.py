@@ -27,8 +27,13 @@ def _bad_net(anchor: float = 4.0):
 
 def test_registry_names() -> None:
     c = load_scenario("tiny")
-    assert type(make_policy("generalist", c)) is GuardedGeneralistPolicy
-    assert type(make_policy("generalist-raw", c)) is GeneralistPolicy
+    # "generalist" is the network alone (zero-shot); the per-farm check has its own name
+    assert type(make_policy("generalist", c)) is GeneralistPolicy
+    checked = make_policy("generalist-checked", c)
+    assert type(checked) is GuardedGeneralistPolicy and checked.name == "generalist-checked"
+    assert type(make_policy("generalist-raw", c)) is GeneralistPolicy  # the former name
+    # the check's CPU time is on the policy, for reports to show
+    assert checked.check_cpu_seconds == checked.guard_report["cpu_s"] >= 0.0
 
 
 @pytest.mark.parametrize("name", ["tiny", "pas-gap", "speed-scaling"])

@@ -18,13 +18,13 @@ from evaluation.vector_eval import vector_efficiency
 
 def test_the_model_ships_small_and_loads_by_name() -> None:
     assert SHIPPED_MODEL.is_file() and SHIPPED_MODEL.stat().st_size < 4 * 2**20
-    # the network alone on a held-out 8,390-server draw (the guarded "generalist" would first run
-    # its paired check there: minutes; tests/agents/test_generalist_guard.py covers the guard)
-    policy = make_policy("generalist-raw", "paper-100", "group")
+    # the network alone on a held-out 8,390-server draw ("generalist-checked" would first run
+    # its paired check there: minutes; tests/agents/test_generalist_guard.py covers the check)
+    policy = make_policy("generalist", "paper-100", "group")
     assert isinstance(policy, GeneralistPolicy)
     for mode in ("server", "group"):
         config = sample_farm(HELD_OUT_SEEDS.start + 3)
-        p = make_policy("generalist-raw", config, mode)
+        p = make_policy("generalist", config, mode)
         env = ServerFarmEnv(config, action_mode=mode, warmup_epochs=200)
         obs, _ = env.reset(seed=0)
         for _ in range(200):

@@ -55,7 +55,7 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
 NAMES = [
     n
     for n in POLICIES
-    if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-raw")
+    if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-checked", "generalist-raw")
     and not n.startswith("slo-")
 ]
 

@@ -33,12 +33,15 @@ FAST = [
     "--hyperparams", "none", "--seed", "3",
 ]  # fmt: skip
 
-#: the lines .ci/run greps in the report (the model path differs here)
+#: the lines .ci/run greps in the report (grep -E; the model path differs here): the start, then
+#: either PPO's kept model or the start kept, and the comparisons
 CI_LINES = [
-    r"^  PPO \(best model, [0-9,]* steps\)  efficiency [0-9.]* \(exact\)$",
-    r"^  PAS  *efficiency [0-9.]* \(exact\)$",
-    r"^  optimum  *efficiency [0-9.]* \(exact\)$",
-    r"^  PPO vs PAS: [+-][0-9.]*%   gap to optimum: [0-9.]*%",
+    r"^  start \([a-z-]+ (clone|init)\) +efficiency [0-9.]+ \(exact\)$",
+    r"^  (PPO \(best model, [0-9,]+ steps\) +efficiency [0-9.]+ \(exact\)"
+    r"|kept: the start \([a-z-]+ (clone|init)\); PPO found no improvement)$",
+    r"^  PAS +efficiency [0-9.]+ \(exact\)$",
+    r"^  optimum +efficiency [0-9.]+ \(exact\)$",
+    r"^  (PPO|start) vs PAS: [+-][0-9.]+%   gap to optimum: [0-9.]+%",
     r"^  model: .*best_model.zip",
 ]
 
@@ -83,11 +86,17 @@ def test_default_trainer_writes_the_run_directory(base_run):
 
 
 def test_report_prints_the_lines_ci_greps(base_run):
-    _, _, printed = base_run
+    out, summary, printed = base_run
     lines = printed.splitlines()
     for pattern in CI_LINES:
         assert any(re.search(pattern, line) for line in lines), pattern
-    assert any(line.startswith("  verdict: PPO (best model) vs PAS") for line in lines)
+    who = "PPO (best model)" if summary["kept"] == "ppo" else "the start (best-priority clone)"
+    assert any(line.startswith(f"  verdict: {who} vs PAS") for line in lines)
+    # a step-0 model is the start, never a PPO result
+    assert (summary["kept"] == "start") == (summary["best"]["timesteps"] == 0)
+    assert summary["start"]["teacher"] == "best-priority"
+    assert (summary["ppo_change"] is None) == (summary["kept"] == "start")
+    assert read_sidecar(out / "best_model.zip")["started_from"] == "best-priority"
     assert any(line.startswith("  action_mode = server  (4 servers <= 5") for line in lines)
 
 
