@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,11 +197,34 @@ def _json_duplicate_line(text: str) -> str:
     return ""
 
 
+#: a run of digits longer than Python converts to an int by default (sys.get_int_max_str_digits)
+_LONG_NUMBER = re.compile(rf"\d{{{sys.get_int_max_str_digits() or 4300},}}")
+_KEY_BEFORE = re.compile(r"""["']?([A-Za-z_][\w-]*)["']?\s*:\s*[-+]?$""")
+
+
+def _check_long_numbers(text: str, source: str) -> None:
+    """Refuse a number too long to convert, naming its line and key: the parser's own error
+    (Python's int-to-str limit) names neither, and no field of any file takes such a value."""
+    m = _LONG_NUMBER.search(text)
+    if m is None:
+        return
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    line = text.count("\n", 0, m.start()) + 1
+    key = _KEY_BEFORE.search(text[line_start : m.start()])
+    field = f"{key.group(1)}: " if key else ""
+    n = len(m.group(0))
+    raise FileFormatError(
+        f"{source}: line {line}: {field}a number of {n:,} digits; no field takes a value that "
+        "large (every rate, power and count has a documented limit: docs/scenarios.md)"
+    )
+
+
 def parse_mapping_text(text: str, source: str, fmt: str = "yaml") -> dict[str, Any]:
     """Parse YAML (``fmt="yaml"``) or JSON text whose top level must be a mapping.
 
     ``source`` names the text in error messages (a file path, ``"<string>"``).
     """
+    _check_long_numbers(text, source)
     if fmt == "json":
         try:
             data = json.loads(text, object_pairs_hook=_unique_json_object)

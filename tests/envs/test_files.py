@@ -172,3 +172,19 @@ def test_a_yaml_alias_inside_itself_is_refused_and_shared_aliases_are_cheap() ->
     ]
     data = parse_mapping_text("\n".join(lines) + "\n", "<s>")
     assert len(data["l9"]) == 10
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_a_number_too_long_to_convert_names_its_line_and_key(fmt: str) -> None:
+    # Python refuses int() of more than 4,300 digits; the parser's own error named neither the
+    # line nor the key
+    huge = "7" * 5_000
+    text = (
+        f"name: x\ngroups:\n  - {{name: a, count: {huge}}}\n"
+        if fmt == "yaml"
+        else f'{{"name": "x",\n "groups": [{{"count": {huge}}}]}}'
+    )
+    line = 3 if fmt == "yaml" else 2
+    with pytest.raises(FileFormatError, match=rf"^f: line {line}: count: a number of 5,000 digits"):
+        parse_mapping_text(text, "f", fmt)
+    assert parse_mapping_text("a: " + "9" * 400, "s")["a"] == int("9" * 400)  # long is fine
