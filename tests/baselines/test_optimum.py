@@ -54,9 +54,9 @@ def test_estimate_size_matches_built_space(cfg):
 def test_too_large_instances_are_refused_with_count_and_limit():
     big = reference_farm("tiny").scaled(30)
     n_states, n_vars = estimate_size(big)
-    with pytest.raises(ValueError, match=rf"{n_vars} variables.*max_variables=20000"):
+    with pytest.raises(ValueError, match=rf"{n_vars:,} variables.*max_variables=20000"):
         solve_lp(big, max_variables=20_000)
-    with pytest.raises(ValueError, match=rf"{n_states} states.*max_states=1000"):
+    with pytest.raises(ValueError, match=rf"{n_states:,} states.*max_states=1000"):
         solve_pi(big, max_states=1000)
     with pytest.raises(ValueError, match="max_states"):
         OptimalPolicy(big, method="pi", max_states=1000)
