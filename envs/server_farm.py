@@ -26,6 +26,7 @@ from envs.observation import (
 from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
+from envs.slo import default_multiplier
 from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 from envs.validation import count_argument, real_argument
 
@@ -174,6 +175,14 @@ class ServerFarmEnv(gym.Env):
     exponentially weighted estimate (time constant ``eta_tau`` arrivals) of the efficiency the
     agent is achieving, kept across episodes (restarted from PAS's efficiency by ``reset(seed=...)``,
     so the env is deterministic given the seed); a number fixes eta.
+
+    With an SLO (the scenario's ``slo: {mean_response_time: D}``) the reward is the Lagrangian
+    of the constrained problem: the step's integral of ``W(t) - eta * P(t) - beta * N(t)``
+    divided by ``reward_scale``, with N the jobs in the system (those waiting for a setup
+    included) and beta = ``slo_multiplier`` (default 1/D; 0 gives the reward above exactly).
+    Set :attr:`slo_multiplier` between rollouts, e.g. by the dual-ascent step
+    :func:`envs.slo.update_multiplier` on the rollout's measured mean response time (module doc
+    of :mod:`envs.slo`). Without an SLO there is no such term.
     ``info`` carries the step's ``work`` and ``energy`` (and ``cost``), and since reset the running
     ``throughput``, ``power``, ``efficiency``, ``blocking`` and ``blocking_per_type``: evaluate
     policies with these, never with the return.
@@ -198,6 +207,8 @@ class ServerFarmEnv(gym.Env):
     * ``reward_eta``: ``"running"`` or a fixed float.
     * ``eta_tau``: memory of the running eta, in mean inter-arrival times (default 10,000).
     * ``reward_scale``: divides the reward (default 1: rewards are in units of one mean job).
+    * ``slo_multiplier``: beta of the SLO's Lagrangian reward (see Rewards; None: 1/D with an
+      ``slo:``, no term without one).
     * ``objective``: ``"energy"`` (jobs per unit energy) or ``"cost"`` (jobs per unit of money,
       with the scenario's electricity prices).
     * ``invalid_action``: ``"fallback"`` (default), ``"penalty"`` or ``"raise"`` (see Action
@@ -241,6 +252,7 @@ class ServerFarmEnv(gym.Env):
         max_groups: int = DEFAULT_MAX_GROUPS,
         max_levels: int = DEFAULT_MAX_LEVELS,
         invalid_penalty: float = 1.0,
+        slo_multiplier: float | None = None,
     ):
         self.config = config = load_scenario(scenario)
         self.action_mode = check_action_mode(action_mode)
@@ -277,6 +289,9 @@ class ServerFarmEnv(gym.Env):
         self.reward_eta = reward_eta
         self.eta_tau = float(eta_tau)
         self.reward_scale = float(reward_scale)
+        self._beta = default_multiplier(config)
+        if slo_multiplier is not None:
+            self.slo_multiplier = slo_multiplier
         self.objective = objective
         self.invalid_action = invalid_action
         self.invalid_penalty = float(invalid_penalty)
@@ -373,6 +388,21 @@ class ServerFarmEnv(gym.Env):
             self._init_eta()
         eta_w, eta_e = float(self._efb[kn.EF_ETAW]), float(self._efb[kn.EF_ETAE])
         return eta_w / eta_e if eta_e > 0 else 0.0
+
+    @property
+    def slo_multiplier(self) -> float:
+        """beta of the SLO's Lagrangian reward (0.0 without an SLO); settable between rollouts."""
+        return self._beta
+
+    @slo_multiplier.setter
+    def slo_multiplier(self, beta: float) -> None:
+        real_argument(beta, "slo_multiplier", minimum=0.0, strict=False)
+        if self.config.slo is None and beta != 0:
+            raise ValueError(
+                f"slo_multiplier: {beta!r} needs a scenario with an slo: block "
+                "({mean_response_time: D}); leave it None or 0 without an SLO"
+            )
+        self._beta = float(beta)
 
     @property
     def _n_invalid(self) -> int:
@@ -481,6 +511,10 @@ class ServerFarmEnv(gym.Env):
             self._after_transition(decision)
         o = self._out.copy()
         reward = float(o[kn.X_REWARD])
+        if self._beta != 0.0:
+            # the SLO's Lagrangian term over the same interval (envs.slo); skipped at beta 0 so
+            # that the reward is bit-identical to the plain one
+            reward -= self._beta * float(o[kn.X_JOBAREA]) / self.reward_scale
         if o[kn.X_INVALID] != 0.0:
             reward -= self._replaced(requested)
         return self._observation(), reward, False, False, self._get_info(o)

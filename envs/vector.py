@@ -26,6 +26,8 @@ mode for these ids). Semantics, per env, are exactly those of ``ServerFarmEnv`` 
 
   ``reset(options={"reset_mask": bool[num_envs]})`` resets only those envs, in every mode.
   Running eta, as in the single env, carries over autoresets; a seeded ``reset`` restarts it.
+* **SLO**: ``slo_multiplier`` (and the settable attribute) is the single env's: one beta for
+  every env, the Lagrangian reward of ``ServerFarmEnv``'s Rewards section.
 * **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``
   (what the project's torch trainers index with); ``infos["action_mask"]`` holds the single
   env's ``int8`` masks, stacked.
@@ -123,6 +125,7 @@ class ServerFarmVectorEnv(VectorEnv):
         invalid_penalty: float = 1.0,
         copy: bool = True,
         vector_kwargs: Mapping[str, Any] | None = None,
+        slo_multiplier: float | None = None,
     ):
         count_argument(num_envs, "num_envs", minimum=1)
         if vector_kwargs:
@@ -143,6 +146,7 @@ class ServerFarmVectorEnv(VectorEnv):
         self._template = env = ServerFarmEnv(
             scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
             warmup_epochs, warmup_policy, invalid_penalty=invalid_penalty,
+            slo_multiplier=slo_multiplier,
         )  # fmt: skip
         _check_size(int(num_envs), env)
         self.config = env.config
@@ -321,6 +325,9 @@ class ServerFarmVectorEnv(VectorEnv):
             )
         out = self._out
         rewards = out[:, kn.X_REWARD].copy()
+        beta = self._template.slo_multiplier
+        if beta != 0.0:  # the SLO's Lagrangian term, as in ServerFarmEnv.step
+            rewards -= beta * out[:, kn.X_JOBAREA] / self._template.reward_scale
         truncated = out[:, kn.X_TRUNC] != 0.0
         terminated = np.zeros(self.num_envs, dtype=bool)
         replaced = out[:, kn.X_INVALID] != 0.0
@@ -407,6 +414,15 @@ class ServerFarmVectorEnv(VectorEnv):
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Per-env value of an attribute shared by all envs (``config``, ``action_mode``, ...)."""
         return self.call(name)
+
+    @property
+    def slo_multiplier(self) -> float:
+        """beta of the SLO's Lagrangian reward, shared by every env (``ServerFarmEnv``'s)."""
+        return self._template.slo_multiplier
+
+    @slo_multiplier.setter
+    def slo_multiplier(self, beta: float) -> None:
+        self._template.slo_multiplier = beta
 
     @property
     def n_invalid(self) -> np.ndarray:

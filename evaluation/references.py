@@ -24,6 +24,12 @@ def optimum_solution(
     """(``baselines.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
     the reference value and the ``optimal`` policy share one solve. ``max_variables`` lowers (or
     raises) the LP solver's size limit (None: the solver's default)."""
+    if config.has_sleep:
+        # the base model's chain has no sleep modes: its optimum is another farm's
+        return (
+            None,
+            "exact solver refused: it ignores right-sizing (sleep:); see baselines.sleep_chain",
+        )
     key = (config, max_variables)
     if key in _OPTIMUM_CACHE:
         return _OPTIMUM_CACHE[key]
@@ -56,6 +62,9 @@ def _optimum(
 
 
 def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
+    if config.has_sleep:
+        # sleeping servers draw less than idle ones: the always-on relaxation bounds nothing here
+        return None, "relaxation bound refused: it ignores right-sizing (sleep:), not a bound"
     try:
         res = relaxation_bound(config)
     except (ValueError, MemoryError) as err:

@@ -15,8 +15,12 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
 ``job_size`` replaces every job type's size distribution; ``slo`` (``{mean_response_time: D}``)
 sets the farm's SLO; ``reference`` is ``optimum`` (the exact
 optimum, ``baselines.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
-upper bound, ``baselines.bounds``) or ``slo-optimum`` (the exact optimum under the farm's
-``slo:``, ``baselines.slo_optimum``; small farms with exponential sizes).
+upper bound, ``baselines.bounds``), ``slo-optimum`` (the exact optimum under the farm's
+``slo:``, ``baselines.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
+exact optimum of a farm with right-sizing, ``baselines.sleep_chain``; small farms) or
+``best-known`` (the efficiency of the best known policy, given as ``reference_efficiency`` in the
+entry: for farms that no exact solver or valid bound covers, such as large farms with
+right-sizing). The base model's ``optimum`` and ``bound`` ignore ``sleep`` and are refused there.
 
 Every policy entry also carries its mean response time (Little's law, simulated); on a farm with
 an ``slo:`` the scenario records the bound ``slo`` and each entry ``slo_met``: its E[T] is not
@@ -45,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from baselines.sleep_chain import SleepSpace
+from baselines.sleep_chain import solve_optimum as solve_sleep_optimum
 from baselines.slo_optimum import solve_slo
 from envs.config import FarmConfig, farm_from_dict
 from envs.files import load_mapping_file
@@ -71,13 +77,20 @@ __all__ = [
 ]
 
 RANDOM_POLICY = "random"
-REFERENCE_KINDS = ("optimum", "bound", "slo-optimum")
+REFERENCE_KINDS = ("optimum", "bound", "slo-optimum", "sleep-optimum", "best-known")
 #: the key of each reference kind in the scenario's reference values
-_REFERENCE_KEY = {"optimum": "optimum", "bound": "upper_bound", "slo-optimum": "slo_optimum"}
+_REFERENCE_KEY = {
+    "optimum": "optimum",
+    "bound": "upper_bound",
+    "slo-optimum": "slo_optimum",
+    "sleep-optimum": "sleep_optimum",
+    "best-known": "best_known",
+}
 _TOP_KEYS = {"suite", "suite_version", "description", "defaults", "scenarios"}
 _WINDOW_KEYS = {"replications", "horizon", "warmup"}
 _SCENARIO_KEYS = {"name", "farm", "job_size", "reference", "seed", "description"} | _WINDOW_KEYS
 _SCENARIO_KEYS |= {"slo"}  # the farm's mean-response-time SLO (envs.config.SLOConfig)
+_SCENARIO_KEYS |= {"reference_efficiency"}  # the value of reference: best-known
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,6 +108,8 @@ class SuiteScenario:
     horizon: int
     warmup: int
     description: str = ""
+    #: the reference efficiency of a ``best-known`` reference (None for computed references)
+    reference_efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +170,46 @@ def _scenario_farm(entry: Mapping[str, Any], name: str, where: str) -> FarmConfi
     return replace(farm, name=name) if farm.name != name else farm
 
 
+def _check_reference(entry: Mapping[str, Any], ref: str, farm: FarmConfig, where: str) -> None:
+    """Refuse a reference kind that does not apply to ``farm`` (named field, the fix)."""
+    if ref in ("optimum", "slo-optimum", "sleep-optimum") and (
+        not farm.all_exponential or farm.is_time_varying
+    ):
+        raise ValueError(
+            f"{where}.reference: {ref!r} needs exponential job sizes and constant rates "
+            "(the exact solver's model); use 'bound'"
+        )
+    if ref == "slo-optimum" and farm.slo is None:
+        raise ValueError(
+            f"{where}.reference: 'slo-optimum' needs a farm with an slo: block "
+            "({mean_response_time: D})"
+        )
+    if farm.has_sleep and ref in ("optimum", "bound", "slo-optimum"):
+        # the base model's solvers and bound ignore sleep modes: their value is no reference
+        raise ValueError(
+            f"{where}.reference: {ref!r} ignores right-sizing (the farm has sleep: groups); "
+            "use 'sleep-optimum' (small farms) or 'best-known' with reference_efficiency"
+        )
+    if ref == "sleep-optimum" and (not farm.has_sleep or farm.slo is not None):
+        raise ValueError(
+            f"{where}.reference: 'sleep-optimum' needs a farm with sleep: groups and no slo: "
+            "(the right-sizing chain's optimum is unconstrained); use 'optimum' or 'slo-optimum'"
+        )
+    val = entry.get("reference_efficiency")
+    if ref == "best-known":
+        ok = isinstance(val, (int, float)) and not isinstance(val, bool)
+        if not ok or not math.isfinite(val) or val <= 0:
+            raise ValueError(
+                f"{where}.reference_efficiency: 'best-known' needs the best known policy's "
+                f"efficiency (a number > 0), got {val!r}"
+            )
+    elif val is not None:
+        raise ValueError(
+            f"{where}.reference_efficiency: only with reference: best-known (got {ref!r}); "
+            "remove it"
+        )
+
+
 def parse_suite(data: Mapping[str, Any], source: str = "<suite>") -> SuiteDefinition:
     """Validate a suite mapping (see the module doc); errors name ``source`` and the field."""
     _check_keys(data, _TOP_KEYS, source)
@@ -185,16 +240,7 @@ def parse_suite(data: Mapping[str, Any], source: str = "<suite>") -> SuiteDefini
         if ref not in REFERENCE_KINDS:
             raise ValueError(f"{where}.reference: expected one of {REFERENCE_KINDS}, got {ref!r}")
         farm = _scenario_farm(entry, sname, where)
-        if ref in ("optimum", "slo-optimum") and (not farm.all_exponential or farm.is_time_varying):
-            raise ValueError(
-                f"{where}.reference: {ref!r} needs exponential job sizes and constant rates "
-                "(the exact solver's model); use 'bound'"
-            )
-        if ref == "slo-optimum" and farm.slo is None:
-            raise ValueError(
-                f"{where}.reference: 'slo-optimum' needs a farm with an slo: block "
-                "({mean_response_time: D})"
-            )
+        _check_reference(entry, str(ref), farm, where)
         win = {k: entry.get(k, defaults.get(k)) for k in _WINDOW_KEYS}
         for k in ("replications", "horizon", "warmup"):
             if win[k] is None:
@@ -211,6 +257,9 @@ def parse_suite(data: Mapping[str, Any], source: str = "<suite>") -> SuiteDefini
                 horizon=_int(win["horizon"], f"{where}.horizon", 1),
                 warmup=_int(win["warmup"], f"{where}.warmup", 0),
                 description=str(entry.get("description", "")),
+                reference_efficiency=(
+                    float(entry["reference_efficiency"]) if ref == "best-known" else None
+                ),
             )
         )
     seeds = [s.seed for s in scenarios]
@@ -442,6 +491,11 @@ def _plan(suite: SuiteDefinition, labels: list[str], action_mode: str) -> _Suite
         ref = reference_values(sc.farm, compute_optimum=sc.reference == "optimum")
         if sc.reference == "slo-optimum":
             ref.update(_slo_reference(sc.farm))
+        elif sc.reference == "sleep-optimum":
+            ref.update(_sleep_reference(sc.farm))
+        elif sc.reference == "best-known":
+            eff = {"efficiency": sc.reference_efficiency, "source": "suite reference_efficiency"}
+            ref.update({"best_known": eff, "best_known_reason": None})
         key = _REFERENCE_KEY[sc.reference]
         if ref[key] is None:
             raise ValueError(
@@ -468,6 +522,26 @@ def _slo_reference(farm: FarmConfig) -> dict[str, Any]:
             "source": "baselines.slo_optimum.solve_slo",
         },
         "slo_optimum_reason": None,
+    }
+
+
+def _sleep_reference(farm: FarmConfig) -> dict[str, Any]:
+    """``{"sleep_optimum": {...} or None, "sleep_optimum_reason": ...}``: the exact optimum of a
+    farm with right-sizing (the aggregated chain's LP)."""
+    try:
+        value, res = solve_sleep_optimum(SleepSpace(farm))
+    except (ValueError, MemoryError, RuntimeError) as err:
+        return {
+            "sleep_optimum": None,
+            "sleep_optimum_reason": f"right-sizing solver refused: {err}",
+        }
+    return {
+        "sleep_optimum": {
+            "efficiency": float(value),
+            "mean_response_time": float(res.mean_response_time),
+            "source": "baselines.sleep_chain.solve_optimum",
+        },
+        "sleep_optimum_reason": None,
     }
 
 

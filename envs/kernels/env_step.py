@@ -82,6 +82,7 @@ from envs.kernels.layout import (
     X_ETA,
     X_INVALID,
     X_JOB,
+    X_JOBAREA,
     X_POWER,
     X_RESPONSE,
     X_REWARD,
@@ -262,6 +263,7 @@ def _reset_one(ib, fb, eib, efb, obs, mask, out, tag):
     event_loop(tag, ib, u, rng, POLICY_EXTERNAL, pas, 1)
     _observe(u, eib, efb, obs, mask)
     out[X_REWARD] = 0.0
+    out[X_JOBAREA] = 0.0
     out[X_TRUNC] = 0.0
     _info(u, eib, efb, out, 0.0, 0.0, 0.0, False)
 
@@ -307,6 +309,7 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     e0 = fs[ENERGY]
     c0 = fs[COST]
     t0 = fs[T]
+    n0 = fs[JOBTIME]
     if eib[E_STEPS] > 0 and eib[E_STEPS] % max(RESUM_STEPS, ib[H_S]) == 0:
         packed_resum(u)
     event_loop(tag, ib, u, packed_rng(ib), POLICY_EXTERNAL, u[U_MU], 1)
@@ -315,6 +318,8 @@ def _step_one(ib, fb, eib, efb, obs, mask, out, action, tag):
     cost = fs[COST] - c0
     like = cost if eib[E_OBJ] == 1 else energy  # what the objective divides work by
     out[X_REWARD] = (work - _eta(eib, efb) * like) / efb[EF_SCALE]
+    # the interval's integral of the jobs in the system: the SLO's Lagrangian term (the env)
+    out[X_JOBAREA] = fs[JOBTIME] - n0
     if eib[E_RUNNING] == 1:
         # exponential forgetting over eta_tau mean inter-arrival times
         decay = math.exp(-(fs[T] - t0) * efb[EF_LAM] / efb[EF_TAU])

@@ -62,8 +62,8 @@ RNG_PTRS = 4  # state address, next_uint64, next_uint32, next_double
 # the env's out table: reward and info numbers (X_*), then blocking per type
 (
     X_REWARD, X_WORK, X_ENERGY, X_COST, X_TIME, X_THROUGHPUT, X_POWER, X_EFFICIENCY, X_BLOCKING,
-    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, X_RESPONSE, N_OUT,
-) = range(16)  # fmt: skip
+    X_ETA, X_COSTEFF, X_INVALID, X_JOB, X_TRUNC, X_RESPONSE, X_JOBAREA, N_OUT,
+) = range(17)  # fmt: skip
 
 
 @kernel_njit(inline="always")

@@ -161,7 +161,7 @@ ENV_FTABLES = ("INVB", "HINV", "PAS", "OUT")  # offsets into efb, kept in eib (i
 ENV_FSLOTS = ("FIXETA", "TAU", "SCALE", "LAM", "ETAW", "ETAE", "BT", "BW", "BE", "BC", "BN")
 OUT_SLOTS = (
     "REWARD", "WORK", "ENERGY", "COST", "TIME", "THROUGHPUT", "POWER", "EFFICIENCY", "BLOCKING",
-    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC", "RESPONSE",
+    "ETA", "COSTEFF", "INVALID", "JOB", "TRUNC", "RESPONSE", "JOBAREA",
 )  # fmt: skip
 
 

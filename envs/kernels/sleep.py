@@ -22,7 +22,7 @@ until it is ON (rejection: levels hold ON and SETUP servers alike).
 
 The farm-wide rates live in ``fs`` as in the base loop (W: service of ON servers, P, C by mode)
 kept in local variables during a call as there, with the setup and timeout totals G, A summed
-from ``mcnt`` at each event (O(K)). The base model's
+from ``mcnt`` (O(K)) after each event that changes it. The base model's
 loops do not contain any of this: a farm without ``sleep`` never runs this module's code.
 """
 
@@ -200,9 +200,10 @@ def loop_sleep(
     # back to fs at an interval boundary and on return, as in the base loop
     t, work, energy, cost, jobtime = fs[T], fs[WORK], fs[ENERGY], fs[COST], fs[JOBTIME]
     W, P, C, nj = fs[WRATE], fs[PRATE], fs[CRATE], fs[NJOBS]
+    # setup and timeout totals, summed afresh (O(K)) only after an event that changed the
+    # counts they are summed from: the same values as summing at every event, no drift
+    G, A = _totals(mcnt, zpar)
     while True:
-        # setup and timeout totals summed afresh (O(K)): exact, no drift to guard against
-        G, A = _totals(mcnt, zpar)
         lam = crates[iv, JL]
         total = lam + W + G + A
         dt = rng.standard_exponential() / total if total > 0.0 else np.inf
@@ -256,6 +257,8 @@ def loop_sleep(
                 )  # fmt: skip
             dw, dp = sleep_accept(s, k, occ, hdata, hpos, hbase, hsize, sets, sv, mu, pw, zpar,
                                   mode, mlist, mpos, mcnt, scnt)  # fmt: skip
+            if b == 0:  # an off server woke up, or a listed idle one left the list
+                G, A = _totals(mcnt, zpar)
             nj += 1.0
             cnt[1, j] += 1
             done += 1
@@ -277,6 +280,7 @@ def loop_sleep(
             dp = pw[k, nb] - pw[k, b]
             if nb == 0:
                 dp += _idle(s, k, goff, pw, zpar, mode, mlist, mpos, mcnt)
+                G, A = _totals(mcnt, zpar)
             nj -= 1.0
             isc[DEPARTURES] += 1
         elif u < lam + W + G:
@@ -292,6 +296,7 @@ def loop_sleep(
             scnt[k, n] -= 1
             dw = mu[k, n]
             dp = pw[k, n] - zpar[k, Z_SETUP]
+            G, A = _totals(mcnt, zpar)
         else:
             k = _pick_group(u - lam - W - G, zpar, mcnt, Z_ALPHA, L_IDLE)
             if k < 0:
@@ -303,6 +308,7 @@ def loop_sleep(
             mode[s] = MODE_OFF
             mcnt[k, C_OFF] += 1
             dp = zpar[k, Z_OFF] - pw[k, 0]
+            G, A = _totals(mcnt, zpar)
         W += dw
         P += dp
         C += price[k] * dp

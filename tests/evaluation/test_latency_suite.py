@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from baselines.sleep_chain import SleepSpace
+from baselines.sleep_chain import solve_optimum as solve_sleep_optimum
 from baselines.slo_optimum import solve_slo
+from envs.scenarios import load_scenario
 from evaluation.leaderboard import format_markdown, leaderboard_csv
 from evaluation.suite import available_suites, load_suite, run_suite
+
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_latency_suite_parses_with_binding_slos():
     suite = load_suite("latency")
-    assert "latency" in available_suites() and suite.version == "1"
-    assert [s.farm.n_servers for s in suite.scenarios][-2:] == [100, 10_000]
-    for sc in suite.scenarios:
+    assert "latency" in available_suites() and suite.version == "2"
+    slo = [sc for sc in suite.scenarios if not sc.farm.has_sleep]
+    assert [s.farm.n_servers for s in slo][-2:] == [100, 10_000]
+    for sc in slo:
         assert sc.farm.slo is not None
         if sc.reference == "slo-optimum":
             sol = solve_slo(sc.farm)
             assert sol.info["binding"], sc.name  # the SLO binds on every small farm
+
+
+def test_latency_suite_right_sizing_farms_are_the_presets():
+    by_name = {sc.name: sc for sc in load_suite("latency").scenarios}
+    for name, ref in (("sleep-tiny", "sleep-optimum"), ("sleep-100", "best-known")):
+        sc = by_name[name]
+        preset = load_scenario(_ROOT / "scenarios" / f"{name}.yaml").to_dict()
+        preset.pop("description")
+        assert sc.reference == ref and sc.farm.slo is None
+        assert sc.farm.to_dict() == preset
+    assert by_name["sleep-100"].reference_efficiency > 0
 
 
 def test_core_suite_is_unchanged():
@@ -28,11 +47,29 @@ def test_core_suite_is_unchanged():
     assert all(s.farm.slo is None for s in load_suite("core").scenarios)
 
 
+_SLEEP_TINY = {
+    "name": "st",
+    "groups": [
+        {"name": "a", "count": 1, "service_rate": 1.0, "busy_power": 2.0, "idle_power": 1.0,
+         "buffer": 2, "sleep": {"power": 0.1, "setup_rate": 1.0, "setup_power": 2.0,
+                                "idle_timeout_rate": 1.0}},
+        {"name": "b", "count": 1, "service_rate": 2.0, "busy_power": 5.0, "idle_power": 1.0,
+         "buffer": 2},
+    ],
+    "job_types": [{"name": "j", "arrival_rate": 1.0, "groups": ["a", "b"]}],
+    "job_size": {"distribution": "exponential"},
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("entry", "match"),
     [
         ({"slo": {"mean_response_time": -1}}, r"slo\.mean_response_time: must be > 0"),
         ({"reference": "slo-optimum"}, r"'slo-optimum' needs a farm with an slo: block"),
+        ({"reference": "sleep-optimum"}, r"'sleep-optimum' needs a farm with sleep: groups"),
+        ({"reference": "best-known"}, r"reference_efficiency: 'best-known' needs"),
+        ({"reference_efficiency": 0.3}, r"reference_efficiency: only with reference: best-known"),
+        ({"farm": _SLEEP_TINY}, r"'bound' ignores right-sizing"),
     ],
 )
 def test_bad_slo_entries_are_refused(entry, match):
@@ -68,3 +105,26 @@ def test_small_latency_run_scores_against_the_slo_optimum():
     md = format_markdown(board, details)
     assert "mean response time" in md and "1.5" in md
     assert "mean_response_time_mean" in leaderboard_csv(board).splitlines()[0]
+
+
+def test_small_right_sizing_run_scores_against_the_sleep_optimum():
+    data = {
+        "suite": "sleep-test",
+        "suite_version": "0-test",
+        "defaults": {"replications": 3, "horizon": 3000, "warmup": 300},
+        "scenarios": [
+            {"name": "st", "farm": _SLEEP_TINY, "reference": "sleep-optimum", "seed": 7},
+            {"name": "st-known", "farm": _SLEEP_TINY, "reference": "best-known",
+             "reference_efficiency": 0.5, "seed": 8},
+        ],
+    }  # fmt: skip
+    board, _ = run_suite(data, ["pas", "optimal"], workers=1, progress=False)
+    farm = load_suite(data).scenarios[0].farm
+    exact, _ = solve_sleep_optimum(SleepSpace(farm))
+    sc = board["scenarios"]["st"]
+    assert sc["reference"] == {"kind": "sleep-optimum", "efficiency": pytest.approx(exact)}
+    # the base model's optimal policy ignores sleep modes: n/a, not a wrong "optimum"
+    assert sc["policies"]["optimal"]["score"] is None
+    assert sc["policies"]["pas"]["score"]["mean"] is not None
+    known = board["scenarios"]["st-known"]["reference"]
+    assert known == {"kind": "best-known", "efficiency": 0.5}
