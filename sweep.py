@@ -11,9 +11,9 @@ import argparse
 import sys
 
 from evaluation.cli import add_run_options, int_at_least, int_list, name_list, run_cli
-from evaluation.harness import sweep_and_write
 from evaluation.report import check_output_paths
 from evaluation.rollout import MAX_REPLICATIONS
+from evaluation.sweeps import sweep_and_write
 
 
 def build_parser() -> argparse.ArgumentParser:

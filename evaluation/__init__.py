@@ -18,8 +18,6 @@ from evaluation.harness import (
     plan_evaluation,
     reference_values,
     summarize_plan,
-    sweep,
-    sweep_and_write,
 )
 from evaluation.parallel import default_workers, run_units
 from evaluation.report import (
@@ -46,6 +44,7 @@ from evaluation.rollout import (
     valid_policy_names,
 )
 from evaluation.stats import gap_pct, mean_ci, paired_gap_pct, shortfall_pct, summarize
+from evaluation.sweeps import sweep, sweep_and_write
 
 __all__ = [
     "DEFAULT_POLICIES",

@@ -1,7 +1,7 @@
 """The evaluation harness: plan work units, run them, summarise into the JSON report.
 
-``evaluate`` is what ``evaluate.py`` calls; ``sweep`` runs many (scenario, farm size, seed)
-evaluations in one pool for ``sweep.py``. Both are importable so that training scripts and
+``evaluate`` is what ``evaluate.py`` calls (``evaluation.sweeps.sweep`` runs many of its plans
+in one pool for ``sweep.py``). Both are importable so that training scripts and
 experiments use exactly the same definitions (window, seeds, intervals, gaps).
 
 Report contract (``docs/evaluation.md``; fields may be added, these stay)::
@@ -45,10 +45,8 @@ from evaluation.provenance import versions
 from evaluation.references import optimum_solution, reference_values
 from evaluation.report import (
     check_output_paths,
-    format_sweep_table,
     format_table,
     write_outputs,
-    write_sweep_outputs,
 )
 from evaluation.rollout import (
     WorkUnit,
@@ -66,25 +64,23 @@ from evaluation.stats import gap_pct, paired_gap_pct, shortfall_pct, summarize
 __all__ = [
     "DEFAULT_POLICIES",
     "EvaluationPlan",
+    "backend_info",
     "build_policies",
     "default_warmup",
     "epochs_per_duration",
     "evaluate",
     "evaluate_and_write",
     "evaluate_exact",
+    "label_of",
     "plan_evaluation",
+    "plan_timing",
     "reference_values",
     "summarize_plan",
-    "sweep",
-    "sweep_and_write",
     "window_warnings",
 ]
 
 DEFAULT_POLICIES: tuple[str, ...] = ("pas", "whittle", "random", "jsq", "optimal")
 REFERENCE_POLICY = "pas"
-#: the most work units (policy x replication x scenario x scale x seed) of one run: each keeps
-#: its record in memory and in the report (about 1 kB), and a sweep plans them all first
-MAX_WORK_UNITS = 100_000
 #: per-replication metrics summarised as {"mean", "ci95", ...}
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
 #: reported when every replication carries it (the simulator's Little's-law response time)
@@ -119,7 +115,7 @@ class EvaluationPlan:
     units: list[WorkUnit] = field(default_factory=list)
 
 
-def _label(spec: Any) -> str:
+def label_of(spec: Any) -> str:
     if isinstance(spec, str):
         return spec
     return str(getattr(spec, "name", None) or type(spec).__name__)
@@ -154,7 +150,7 @@ def build_policies(
     skipped: dict[str, str] = {}
     seen: set[str] = set()
     for spec in specs:
-        label = _label(spec)
+        label = label_of(spec)
         if label in seen:
             continue
         seen.add(label)
@@ -247,34 +243,6 @@ def plan_evaluation(
                 )
             )
     return plan
-
-
-def _check_sweep_size(
-    scenarios: Sequence[Any],
-    policies: Sequence[str],
-    seeds: Sequence[int],
-    scales: Sequence[int],
-    replications: int,
-) -> None:
-    """Non-empty lists and at most MAX_WORK_UNITS units in all, before any plan is built."""
-    for name, values in (
-        ("scenarios", scenarios),
-        ("policies", policies),
-        ("seeds", seeds),
-        ("scales", scales),
-    ):
-        if isinstance(values, str) or len(values) == 0:
-            raise ValueError(f"{name}: give at least one (a list), got {values!r}")
-    for s in seeds:
-        check_run_settings(replications, s)
-    n_pol = len({_label(p) for p in policies} | {REFERENCE_POLICY})
-    units = len(scenarios) * len(scales) * len(seeds) * n_pol * int(replications)
-    if units > MAX_WORK_UNITS:
-        raise ValueError(
-            f"sweep: {len(scenarios)} scenarios x {len(scales)} scales x {len(seeds)} seeds x "
-            f"{n_pol} policies x {replications} replications = {units:,} work units; at most "
-            f"{MAX_WORK_UNITS:,} (MAX_WORK_UNITS): split the sweep"
-        )  # fmt: skip
 
 
 def epochs_per_duration(config: FarmConfig) -> float:
@@ -385,14 +353,14 @@ def summarize_plan(
     }
 
 
-def _timing(plan: EvaluationPlan, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def plan_timing(plan: EvaluationPlan, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     per: dict[str, float] = {p: 0.0 for p in plan.policies}
     for r in results:
         per[r["policy"]] += float(r["wall_s"])
     return {"cpu_s_per_policy": per, "cpu_s_total": float(sum(per.values()))}
 
 
-def _backend(workers: int | None, use_ray: bool, ray_address: str | None, n_units: int) -> dict:
+def backend_info(workers: int | None, use_ray: bool, ray_address: str | None, n_units: int) -> dict:
     if use_ray or ray_address:
         return {"kind": "ray", "address": ray_address or "local", "workers": workers}
     n = default_workers(n_units) if workers is None else min(workers, max(n_units, 1))
@@ -447,9 +415,9 @@ def evaluate(
     results = run_units(plan.units, workers, ray_address, use_ray, progress)
     refs = reference_values(plan.config, compute_optimum, optimum_max_variables)
     report = summarize_plan(plan, results, refs)
-    report["backend"] = _backend(workers, use_ray, ray_address, len(plan.units))
+    report["backend"] = backend_info(workers, use_ray, ray_address, len(plan.units))
     report["versions"] = versions()
-    report["timing"] = _timing(plan, results)
+    report["timing"] = plan_timing(plan, results)
     report["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     report["wall_time_s"] = time.perf_counter() - t0
     return report
@@ -593,119 +561,3 @@ def evaluate_and_write(
     if not quiet:
         print(format_table(report))
     return report
-
-
-def sweep_and_write(
-    scenarios: Sequence[FarmConfig | str | Path | Mapping[str, Any]],
-    *,
-    json_path: str | Path | None = None,
-    csv_path: str | Path | None = None,
-    plot_path: str | Path | None = None,
-    quiet: bool = False,
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """:func:`sweep`, then print and write (``sweep.py``)."""
-    check_output_paths(json_path, csv_path, plot_path)
-    result = sweep(scenarios, **kwargs)
-    write_sweep_outputs(result, json_path, csv_path, plot_path)
-    if not quiet:
-        print(format_sweep_table(result))
-    return result
-
-
-def sweep(
-    scenarios: Sequence[FarmConfig | str | Path | Mapping[str, Any]],
-    policies: Sequence[str] = ("pas", "whittle", "jsq", "random"),
-    seeds: Sequence[int] = (0,),
-    scales: Sequence[int] = (1,),
-    replications: int = 5,
-    horizon: int = 100_000,
-    warmup: int | None = None,
-    scale_horizon: bool = False,
-    workers: int | None = None,
-    use_ray: bool = False,
-    ray_address: str | None = None,
-    action_mode: str = "server",
-    compute_optimum: bool = True,
-    progress: bool | None = None,
-    optimum_max_variables: int | None = None,
-) -> dict[str, Any]:
-    """Evaluate every (scenario, scale, seed) combination; all work units share one pool.
-
-    ``scale_horizon`` multiplies horizon and warm-up by the scale factor, so that every farm size
-    is simulated over the same amount of model time (a farm scaled by f has f times the arrivals
-    per unit time). Returns ``{"runs": [report, ...], "rows": [flat row per run x policy], ...}``.
-    """
-    t0 = time.perf_counter()
-    _check_sweep_size(scenarios, policies, seeds, scales, replications)
-    plans: list[EvaluationPlan] = []
-    for sc in scenarios:
-        for f in scales:
-            if int(f) != f or f < 1:
-                raise ValueError(f"scales: factors must be positive integers, got {f!r}")
-            h = int(horizon) * (int(f) if scale_horizon else 1)
-            w = None if warmup is None else int(warmup) * (int(f) if scale_horizon else 1)
-            for s in seeds:
-                plans.append(
-                    plan_evaluation(
-                        sc, policies, replications, h, w, int(s), action_mode, True, int(f)
-                    )
-                )
-    units = [u for p in plans for u in p.units]
-    results = run_units(units, workers, ray_address, use_ray, progress)
-    runs, rows = [], []
-    i = 0
-    ref_cache: dict[FarmConfig, dict[str, Any]] = {}
-    for p in plans:
-        f = p.scale
-        res = results[i : i + len(p.units)]
-        i += len(p.units)
-        if p.config not in ref_cache:
-            ref_cache[p.config] = reference_values(p.config, compute_optimum, optimum_max_variables)
-        rep = summarize_plan(p, res, ref_cache[p.config])
-        rep["timing"] = _timing(p, res)
-        runs.append(rep)
-        for name, e in rep["policies"].items():
-            rows.append(
-                {
-                    "scenario": rep["scenario"],
-                    "base_scenario": p.scenario_source,
-                    "scale": int(f),
-                    "n_servers": rep["n_servers"],
-                    "seed": p.seed,
-                    "policy": name,
-                    "replications": p.replications,
-                    "horizon": p.horizon,
-                    "efficiency_mean": e["efficiency"]["mean"],
-                    "efficiency_ci95": e["efficiency"]["ci95"],
-                    "throughput_mean": e["throughput"]["mean"],
-                    "power_mean": e["power"]["mean"],
-                    "blocking_mean": e["blocking"]["mean"],
-                    "gap_to_pas_pct": e["gap_to_pas_pct"],
-                    "gap_to_optimum_pct": e["gap_to_optimum_pct"],
-                    "gap_to_bound_pct": e["gap_to_bound_pct"],
-                    "optimum": rep["optimum"]["efficiency"] if rep["optimum"] else None,
-                    "upper_bound": rep["upper_bound"]["efficiency"] if rep["upper_bound"] else None,
-                }
-            )
-    return {
-        "kind": "sweep",
-        "settings": {
-            "scenarios": [
-                str(s) if isinstance(s, (str, Path)) else load_scenario(s).name for s in scenarios
-            ],
-            "scales": [int(f) for f in scales],
-            "seeds": [int(s) for s in seeds],
-            "policies": list(policies),
-            "replications": int(replications),
-            "horizon": int(horizon),
-            "warmup": warmup,
-            "scale_horizon": bool(scale_horizon),
-        },
-        "runs": runs,
-        "rows": rows,
-        "backend": _backend(workers, use_ray, ray_address, len(units)),
-        "versions": versions(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "wall_time_s": time.perf_counter() - t0,
-    }

@@ -385,11 +385,11 @@ def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, matc
     ],
 )
 def test_sweep_refuses_empty_lists_and_oversized_sweeps_before_planning(kwargs, match, monkeypatch):
-    import evaluation.harness as harness
+    import evaluation.sweeps as sweeps
 
-    monkeypatch.setattr(harness, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
+    monkeypatch.setattr(sweeps, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
     with pytest.raises(ValueError, match=match):
-        harness.sweep(["tiny"], **kwargs)
+        sweeps.sweep(["tiny"], **kwargs)
 
 
 def test_replication_seeds_are_bounded_and_named():

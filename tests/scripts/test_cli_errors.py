@@ -145,12 +145,13 @@ def _unwritable_dir(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("script", ["evaluate.py", "sweep.py"])
 def test_unwritable_outputs_fail_before_the_run(script, case, tmp_path, capsys, monkeypatch):
     import evaluation.harness as harness
+    import evaluation.sweeps as sweeps
 
     def no_run(*a, **k):
         raise AssertionError("the evaluation ran before its outputs were checked")
 
     monkeypatch.setattr(harness, "evaluate", no_run)
-    monkeypatch.setattr(harness, "sweep", no_run)
+    monkeypatch.setattr(sweeps, "sweep", no_run)
     out = {
         "missing-dir": ["--json", str(tmp_path / "no" / "such" / "r.json")],
         "read-only-dir": ["--csv", str(_unwritable_dir(tmp_path) / "r.csv")],

@@ -10,8 +10,8 @@ import pytest
 
 import evaluate as evaluate_cli
 import sweep as sweep_cli
-from evaluation.harness import MAX_WORK_UNITS
 from evaluation.rollout import MAX_REPLICATIONS, MAX_WINDOW_EPOCHS
+from evaluation.sweeps import MAX_WORK_UNITS
 from tests.helpers import exit_code
 
 
@@ -19,12 +19,15 @@ from tests.helpers import exit_code
 def no_run(monkeypatch):
     """Fail the test if an evaluation starts: every case must be refused before it."""
     import evaluation.harness as harness
+    import evaluation.sweeps as sweeps
 
     def refuse(*a, **k):
         raise AssertionError("the evaluation started")
 
-    for name in ("evaluate", "evaluate_exact", "sweep", "plan_evaluation"):
+    for name in ("evaluate", "evaluate_exact", "plan_evaluation"):
         monkeypatch.setattr(harness, name, refuse)
+    for name in ("sweep", "plan_evaluation"):
+        monkeypatch.setattr(sweeps, name, refuse)
 
 
 def _refused(capsys, main, argv: list[str], *fragments: str) -> str:
@@ -95,9 +98,9 @@ def test_a_window_over_the_limit_in_all_is_refused(capsys):
 
 
 def test_a_sweep_over_the_work_limit_is_refused_before_planning(capsys, monkeypatch):
-    import evaluation.harness as harness
+    import evaluation.sweeps as sweeps
 
-    monkeypatch.setattr(harness, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
+    monkeypatch.setattr(sweeps, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
     seeds = ",".join(str(s) for s in range(100))
     reps = str(MAX_WORK_UNITS // 100 // 4 + 1)
     msg = _refused(capsys, sweep_cli.main,
