@@ -319,6 +319,9 @@ def summarize_plan(
         entry["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
         entry["gap_to_bound_pct"] = shortfall_pct(eff, bound)
         entry["invalid_actions"] = int(sum(r["invalid_actions"] for r in runs))
+        checks = [r["check_cpu_s"] for r in runs if "check_cpu_s" in r]
+        if checks:  # each worker builds (and checks) its own copy: the most any build took
+            entry["check_cpu_s"] = float(max(checks))
         entry["replications"] = [
             {k: r[k] for k in (*_RUN_KEYS, *OPTIONAL_METRICS) if k in r} for r in runs
         ]
@@ -489,6 +492,8 @@ def evaluate_exact(
             "invalid_actions": 0,
             "replications": [],
         }
+        if hasattr(policy, "check_cpu_seconds"):
+            out_pol[label]["check_cpu_s"] = float(policy.check_cpu_seconds)
     pas = out_pol[REFERENCE_POLICY]["efficiency"]["mean"]
     for e in out_pol.values():
         eff = e["efficiency"]["mean"]

@@ -276,6 +276,11 @@ def format_table(report: Mapping[str, Any]) -> str:
     for name, why in report.get("skipped", {}).items():
         out += f"\nskipped {name}: {why}"
     for name, e in report["policies"].items():
+        if e.get("check_cpu_s") is not None:
+            out += (
+                f"\nnote: {name} checked itself on this farm before acting ({e['check_cpu_s']:.1f} "
+                "CPU-s per build): not a zero-shot result"
+            )
         if e.get("invalid_actions"):
             out += (
                 f"\nwarning: {name} chose {e['invalid_actions']} masked actions (executed as PAS)"

@@ -392,5 +392,9 @@ def run_unit(unit: WorkUnit) -> dict[str, Any]:
         )  # fmt: skip
     out = {"policy": unit.label, "replication": unit.replication, "seed": unit.seed}
     out.update(res.as_dict())
+    if unit.builtin is None and hasattr(policy, "check_cpu_seconds"):
+        # a policy that measured itself on this farm before acting (not zero-shot): its reports
+        # show that cost next to its result
+        out["check_cpu_s"] = float(policy.check_cpu_seconds)
     out["wall_s"] = time.perf_counter() - t0
     return out

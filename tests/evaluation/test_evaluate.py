@@ -397,3 +397,37 @@ def test_replication_seeds_are_bounded_and_named():
         replication_seeds(0, 10**9)
     with pytest.raises(ValueError, match=r"seed: must be an integer >= 0, got -1"):
         replication_seeds(-1, 2)
+
+
+class _CheckedPAS:
+    """PAS with a stated per-farm check cost, as ``generalist-checked`` states its own."""
+
+    check_cpu_seconds = 1.25
+
+    def __init__(self, config):
+        from baselines.registry import make_policy
+
+        self._pas = make_policy("pas", config)
+        self.action_mode = "server"
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=True, action_masks=None):
+        return self._pas.predict(obs, action_masks=action_masks)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_policy_that_checks_itself_on_the_farm_shows_the_cost(exact):
+    from evaluation import evaluate_exact
+    from evaluation.report import format_table
+
+    config = load_scenario("tiny")
+    if exact:
+        rep = evaluate_exact(config, ["pas", _CheckedPAS(config)], compute_optimum=False)
+    else:
+        rep = evaluate(config, ["pas", _CheckedPAS(config)], replications=2, horizon=400,
+                       warmup=100, workers=1, progress=False, compute_optimum=False)  # fmt: skip
+    (label,) = [k for k in rep["policies"] if k != "pas"]
+    assert rep["policies"][label]["check_cpu_s"] == 1.25
+    assert "check_cpu_s" not in rep["policies"]["pas"]
+    assert f"note: {label} checked itself on this farm before acting (1.2 CPU-s" in format_table(
+        rep
+    )
