@@ -8,13 +8,13 @@
     python train.py --output-dir runs/tiny-server-s0 --resume   # continue after a kill
     python train.py --generalist                      # the farm-agnostic generalist (docs/generalist.md)
 
-Two trainers: ``lean`` (the default; ``agents.training``: the CleanRL-style masked PPO of
-``agents.lean_ppo`` on the compiled vector env, many times the steps per CPU second; see
-BENCHMARKS.md) and ``sb3`` (``agents.sb3_training``: sb3-contrib ``MaskablePPO`` on a
+Two trainers: ``lean`` (the default; ``agents.ppo.train``: the CleanRL-style masked PPO of
+``agents.ppo.algorithm`` on the compiled vector env, many times the steps per CPU second; see
+BENCHMARKS.md) and ``sb3`` (``agents.ppo_sb3.train``: sb3-contrib ``MaskablePPO`` on a
 ``DummyVecEnv``, the reference).
 
 Precedence of settings, lean trainer: the defaults of :class:`Args` < the settings derived from
-the farm (``agents.farm_settings.derive_settings``, printed with their reasons) < the
+the farm (``agents.common.farm_settings.derive_settings``, printed with their reasons) < the
 hyperparameter file's ``default`` entry < its entry for the scenario (preset name or the
 scenario file's ``name``) < its entry ``<scenario>:<action mode>`` < options given on the
 command line. The sb3 trainer reads the file's ``sb3``, ``sb3:<scenario>`` and
@@ -25,7 +25,7 @@ A run directory (``--output-dir``, default ``runs/<scenario>-<mode>-s<seed>``) r
 ``evaluations.jsonl``, TensorBoard logs in ``tb/``, ``best_model.zip`` and ``final_model.zip``
 (each with its JSON sidecar for ``agents.ppo.PPOAgent.load``) and ``summary.json``; while a run
 is going, ``train.lock`` (its pid: a second run into the directory is refused, see
-``agents.run_dir``). ``--resume`` needs ``args.json`` and the farm it records, unchanged.
+``agents.common.run_dir``). ``--resume`` needs ``args.json`` and the farm it records, unchanged.
 See docs/training.md.
 """
 
@@ -41,16 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.callbacks import latest_checkpoint
-from agents.farm_settings import INITS, derive_settings
-from agents.generalist_run import build_parser as build_generalist_parser
-from agents.generalist_run import main as generalist_main
-from agents.ppo import atomic_write_json
-from agents.run_checks import check_numbers
-from agents.run_dir import RunDirLock, check_resume_identity
-from agents.run_report import format_report, plot_learning_curves
-from agents.sb3_training import parse_net_arch, train_sb3
-from agents.training import train_lean
+from agents.common.checkpoints import atomic_write_json, latest_checkpoint
+from agents.common.farm_settings import INITS, derive_settings
+from agents.common.run_checks import check_numbers
+from agents.common.run_dir import RunDirLock, check_resume_identity
+from agents.common.run_report import format_report, plot_learning_curves
+from agents.generalist.run import build_parser as build_generalist_parser
+from agents.generalist.run import main as generalist_main
+from agents.ppo.train import train_lean
+from agents.ppo_sb3.train import parse_net_arch, train_sb3
 from envs.files import load_mapping_file
 from envs.observation import check_action_mode
 from envs.scenarios import PRESETS, load_scenario
@@ -308,7 +307,7 @@ def _saved_args(path: str | Path) -> dict[str, Any]:
 
 
 def _mode(scenario: str, mode: str) -> str:
-    """``mode``, or for ``auto`` the farm's derived one (agents.farm_settings)."""
+    """``mode``, or for ``auto`` the farm's derived one (agents.common.farm_settings)."""
     return derive_settings(load_scenario(scenario)).action_mode if mode == "auto" else mode
 
 
@@ -573,7 +572,7 @@ def train(a: Args) -> dict[str, Any]:
     """Run (or resume) one training job; writes ``summary.json``, prints the report and returns
     the summary."""
     out = make_output_dir(a)
-    with RunDirLock(out):  # one process per run directory (agents.run_dir)
+    with RunDirLock(out):  # one process per run directory (agents.common.run_dir)
         return _train_locked(a)
 
 
@@ -586,7 +585,7 @@ def _train_locked(a: Args) -> dict[str, Any]:
         check_resume_identity(Path(a.output_dir), config, a.scenario)
     if a.trainer == "lean":
         d = derived_settings(a, config)
-        print(f"{config.name}: settings derived from the farm (agents/farm_settings.py), "
+        print(f"{config.name}: settings derived from the farm (agents/common/farm_settings.py), "
               "replaced where the hyperparameter file or the command line set them:")  # fmt: skip
         for k, v in d["values"].items():
             if k in d["overridden"]:
@@ -617,7 +616,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     result: dict[str, Any] = {}
     rest = sys.argv[1:] if argv is None else list(argv)
-    if rest[:1] == ["--generalist"]:  # its own options (agents.generalist_run)
+    if rest[:1] == ["--generalist"]:  # its own options (agents.generalist.run)
         generalist = build_generalist_parser()
         code = run_cli(generalist, lambda: result.update(generalist_main(rest[1:])))
         if code:

@@ -1,17 +1,25 @@
 """Learned dispatchers and how they are trained (the layer above ``evaluation``).
 
-* ``agents.ppo``: :class:`~agents.ppo.PPOAgent` (a trained MaskablePPO model behind the common
-  ``predict`` interface of ``baselines.base``) and its JSON sidecar. ``PPOAgent.load(path)``
-  reads the weights without unpickling anything; ``make_policy("ppo:PATH", config)`` finds it by
-  name through the one policy registry.
-* ``agents.wrappers``: :class:`~agents.wrappers.TrainingWrapper`, the reward PPO learns from.
-* ``agents.callbacks``: evaluation, checkpoint and logging callbacks of ``train.py``.
+One package per algorithm, on top of what they share:
 
+* ``agents.common``: checkpoints and atomic writes, the run directory and its checks, safe
+  loading of models and sidecars (``artefacts``), the settings derived from the farm, the paired
+  model selection and the run report.
+* ``agents.ppo``: the lean masked PPO (``algorithm``), the loaded model behind the common
+  ``predict`` interface (:class:`~agents.ppo.PPOAgent`, ``agent``) and ``train.py``'s default
+  training loop (``train``).
+* ``agents.ppo_sb3``: the sb3-contrib MaskablePPO route (``train``), its reward wrapper
+  (:class:`~agents.ppo_sb3.wrappers.TrainingWrapper`) and callbacks.
+* ``agents.generalist``: one token network for every farm (``network``, ``policy``, ``train``),
+  its distillation of the optimum (``oracle``), validation (``validate``), per-farm check
+  (``guard``), command line (``run``) and RLlib module (``rllib_module``).
+
+Imports go one way: ``common`` < ``ppo`` < ``ppo_sb3`` and ``ppo`` < ``generalist``.
 Measuring a policy (exactly or by simulation) is ``evaluation.measure`` / ``evaluation.exact``.
 Importing this package does not import torch or stable-baselines3; loading a model does.
 """
 
 from agents.ppo import PPOAgent, model_predictor, write_sidecar
-from agents.wrappers import TrainingWrapper
+from agents.ppo_sb3.wrappers import TrainingWrapper
 
 __all__ = ["PPOAgent", "TrainingWrapper", "model_predictor", "write_sidecar"]

@@ -9,13 +9,13 @@ collected and learnt from):
 * ``sb3-vec``: the same ``MaskablePPO`` on the native vector env through
   ``envs.vector.SB3VecEnvAdapter`` with the fast settings (64 envs x 256 steps, batch 4096,
   4 epochs): what SB3 itself can do.
-* ``lean``: ``agents.lean_ppo.LeanPPO`` with the fast settings (same network, same data).
+* ``lean``: ``agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
 model it trained: ``today`` with ``evaluation.measure.simulated_efficiency`` (single envs, one decision
 at a time) at train.py's settings, the fast path with ``evaluation.vector_eval`` (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
-``agents.lean_ppo.numpy_predictor``) with the same number of measured epochs, spread over
+``agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
 ``evaluation.vector_eval.suggest_replications`` replications (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
 timed with ``--eval-scale`` (default 0.1) and twice that of its measured window and extrapolated
 linearly to the full window (the warm-ups, the same in both, are counted once). The
@@ -88,7 +88,7 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
 def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     """MaskablePPO with train.py's env stack and today's settings; (model, setup, learn)."""
     import train
-    from agents.sb3_training import make_vec_env, new_model
+    from agents.ppo_sb3.train import make_vec_env, new_model
     from envs.scenarios import load_scenario
 
     a = train.Args(
@@ -110,7 +110,7 @@ def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
 def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
     from sb3_contrib import MaskablePPO
 
-    from agents.lean_ppo import auto_gamma
+    from agents.ppo.algorithm import auto_gamma
     from envs.scenarios import load_scenario
     from envs.vector import make_sb3_vec_env
 
@@ -136,7 +136,7 @@ def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, C
 
 
 def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
-    from agents.lean_ppo import LeanPPO
+    from agents.ppo.algorithm import LeanPPO
 
     with Clock() as setup:
         trainer = LeanPPO(scenario, action_mode="group", **FAST)
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--eval-scale", type=float, default=0.1)
     p.add_argument("--json", default=None, help="write the results to this file")
     ns = p.parse_args(argv)
-    from agents.lean_ppo import numpy_predictor
     from agents.ppo import model_predictor
+    from agents.ppo.algorithm import numpy_predictor
     from envs.scenarios import load_scenario
 
     torch.set_num_threads(1)

@@ -6,7 +6,7 @@ spaces. :class:`RandomFarmTokenEnv` draws each episode's farm with ``envs.farm_s
 seed stream, outside the held-out range) and runs it as a ``ServerFarmEnv`` with group actions
 and token observations (``obs_mode="tokens"``). Any RL library that trains on one Gymnasium env
 trains a farm-agnostic policy on it, e.g. RLlib through ``envs.rllib``'s action-mask observation
-(``agents.rllib_tokens`` has the permutation-invariant RLModule).
+(``agents.generalist.rllib_module`` has the permutation-invariant RLModule).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One number for one deterministic policy: its efficiency, exact when the per-server chain can be
 solved, else simulated with the harness's window and seeds; and the reference points (PAS, the
-optimum, the relaxation bound) it is compared with. Used by training (``agents.callbacks``,
+optimum, the relaxation bound) it is compared with. Used by training (``agents.ppo_sb3.callbacks``,
 ``train.py``), where a policy is measured many times and one number with its interval is wanted.
 
 * :func:`measure_efficiency`: :func:`exact_efficiency` (``evaluation.exact``) when solvable,

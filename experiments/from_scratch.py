@@ -4,8 +4,8 @@ trainer needs to reach 99% and 99.9% of the optimum, and the gap it ends at.
 
 Two trainers, each from a random start:
 
-* ``lean``: train.py's default trainer (``agents.lean_ppo.LeanPPO``) with the farm-derived
-  settings train.py uses (``agents.lean_ppo.recommended``: 16 envs x 128 steps, minibatches of
+* ``lean``: train.py's default trainer (``agents.ppo.algorithm.LeanPPO``) with the farm-derived
+  settings train.py uses (``agents.ppo.algorithm.recommended``: 16 envs x 128 steps, minibatches of
   128, 10 epochs, a discount horizon of one mean job duration);
 * ``sb3``: sb3-contrib ``MaskablePPO`` with its defaults (one env, 2,048 steps per rollout,
   minibatches of 64, 10 epochs, gamma 0.99) on ``TrainingWrapper(ServerFarmEnv)``.
@@ -84,7 +84,7 @@ class _Curve:
 
 def run_lean(config: Any, seed: int, steps: int) -> list[tuple[int, float, float]]:
     """A random-start lean PPO run of ``steps`` env steps; its exact learning curve."""
-    from agents.lean_ppo import LeanPPO, recommended
+    from agents.ppo.algorithm import LeanPPO, recommended
 
     trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **recommended(config))
     per = trainer.cfg.n_envs * trainer.cfg.n_steps
@@ -104,7 +104,7 @@ def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[int, float, float]
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from agents.ppo import model_predictor
-    from agents.wrappers import TrainingWrapper
+    from agents.ppo_sb3.wrappers import TrainingWrapper
     from envs.server_farm import ServerFarmEnv
 
     torch.set_num_threads(1)

@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from agents.generalist import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
-from agents.generalist_guard import GuardedGeneralistPolicy  # noqa: E402
+from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
 from baselines.pas import PASPolicy  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402

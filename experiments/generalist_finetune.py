@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from agents.generalist import SHIPPED_MODEL, GeneralistPolicy, GeneralistTrainer, _tensors  # noqa: E402
-from agents.generalist_guard import GuardedGeneralistPolicy  # noqa: E402
-from agents.token_policy import TokenPolicyNet  # noqa: E402
+from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
+from agents.generalist.network import TokenPolicyNet  # noqa: E402
+from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy, token_tensors  # noqa: E402
+from agents.generalist.train import GeneralistTrainer  # noqa: E402
 from baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from baselines.pas import PASPolicy  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
@@ -97,7 +98,7 @@ class BiasedLogits:
         if key not in self._cache:
             tok, tm = self.enc.encode(obs), self.enc.masks(masks)
             with torch.no_grad():
-                lg, _ = self.policy.net(*_tensors(tok), torch.as_tensor(tm, dtype=torch.bool))
+                lg, _ = self.policy.net(*token_tensors(tok), torch.as_tensor(tm, dtype=torch.bool))
             self._cache[key] = (lg.numpy().astype(np.float64), tm)
         return self._cache[key]
 

@@ -1,4 +1,4 @@
-"""Lean masked PPO (``agents.lean_ppo``): which criterion learns better per step, what PAS
+"""Lean masked PPO (``agents.ppo.algorithm``): which criterion learns better per step, what PAS
 initialisation buys, and what the fast defaults reach on paper-100 (issue 12, part 2 groundwork).
 
 ``criteria``: on small farms with an exact evaluation (tiny in server actions, pas-gap in group
@@ -51,7 +51,7 @@ def _exact(trainer: Any) -> float:
 
 
 def criteria(ns: argparse.Namespace) -> dict[str, Any]:
-    from agents.lean_ppo import LeanPPO
+    from agents.ppo.algorithm import LeanPPO
     from envs.scenarios import load_scenario
     from evaluation.measure import pas_efficiency
     from evaluation.references import optimum_solution
@@ -112,7 +112,7 @@ def grid(ns: argparse.Namespace) -> dict[str, Any]:
     solvable ``scenario:mode``, ``--seeds`` seeds, ``--init`` random or a PAS clone; the exact
     efficiency of the deterministic policy after every update, and the share of PAS's gap to
     the optimum closed (final, best, mean of the last quarter)."""
-    from agents.lean_ppo import LeanPPO
+    from agents.ppo.algorithm import LeanPPO
     from envs.scenarios import load_scenario, random_farm
     from evaluation.measure import pas_efficiency
     from evaluation.references import optimum_solution
@@ -169,7 +169,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     paired gap. Also the share of PAS's gap to the relaxation bound closed."""
     import copy
 
-    from agents.lean_ppo import LeanPPO, numpy_predictor
+    from agents.ppo.algorithm import LeanPPO, numpy_predictor
     from baselines.bounds import relaxation_bound
     from baselines.registry import make_policy
     from envs.scenarios import load_scenario

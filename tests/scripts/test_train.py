@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import train
-from agents.callbacks import latest_checkpoint, save_model_atomic
-from agents.farm_settings import derive_settings
+from agents.common.checkpoints import latest_checkpoint, save_model_atomic
+from agents.common.farm_settings import derive_settings
 from agents.ppo import PPOAgent, model_predictor, write_sidecar
-from agents.wrappers import TrainingWrapper
+from agents.ppo_sb3.wrappers import TrainingWrapper
 from envs import ServerFarmEnv, load_scenario
 from evaluation.measure import exact_efficiency
 from evaluation.measure import simulated_efficiency as rollout_efficiency

@@ -1,4 +1,4 @@
-"""train.py's default trainer (lean masked PPO, agents/training.py): the run directory, the
+"""train.py's default trainer (lean masked PPO, agents/ppo/train.py): the run directory, the
 report's lines that CI greps, the PAS-clone floor of the best model, paired simulated
 evaluations, resume (history kept, a lower total refused, a damaged checkpoint skipped) and
 Ctrl-C (the latest update's parameters saved, exit 130).
@@ -22,9 +22,9 @@ pytest.importorskip("sb3_contrib")
 import torch
 
 import train
-from agents.callbacks import list_checkpoints, read_evaluations
+from agents.common.checkpoints import list_checkpoints, read_evaluations
 from agents.ppo import PPOAgent, read_sidecar
-from agents.training import LeanTrainer
+from agents.ppo.train import LeanTrainer
 from tests.helpers import best_sidecar, exit_code, resume_run
 
 FAST = [
@@ -380,7 +380,7 @@ def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
     from types import SimpleNamespace
 
     from agents.ppo import sidecar_path
-    from agents.training import START_MODEL, _confirm_against_start
+    from agents.ppo.train import START_MODEL, _confirm_against_start
     from envs.scenarios import load_preset
 
     runs = {}

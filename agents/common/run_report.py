@@ -1,0 +1,231 @@
+"""What a training run reports (``train.py``): the summary printed at its end and the learning
+curves of its ``evaluations.jsonl``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.common.checkpoints import read_evaluations
+from agents.common.selection import EXACT_RTOL, PairedComparison
+from evaluation.report import save_figure
+
+__all__ = [
+    "check_against_start",
+    "describe_change",
+    "format_report",
+    "plot_learning_curves",
+    "provenance",
+    "start_label",
+]
+
+
+def _fmt(est: dict[str, Any]) -> str:
+    s = f"{est['efficiency']:.6f}"
+    return s + (" (exact)" if est["method"] == "exact" else f" +- {est['ci95']:.6f} (95% CI)")
+
+
+def start_label(teacher: str | None) -> str:
+    """``best-priority clone``, ``random init``, or ``unknown start`` (a summary without it)."""
+    if teacher is None:
+        return "unknown start"
+    return "random init" if teacher == "random" else f"{teacher} clone"
+
+
+def provenance(s: dict[str, Any]) -> dict[str, Any]:
+    """The summary's ``start``, ``kept`` (``"start"`` or ``"ppo"``) and ``ppo_change``; for a
+    summary without them (the sb3 trainer: always a random start) they are inferred from the
+    kept model's step count."""
+    best_steps = int(s["best"].get("timesteps", 0))
+    teacher = s.get("started_from", "random" if s.get("trainer") == "sb3" else None)
+    kept = s.get("kept", "start" if best_steps == 0 else "ppo")
+    start = s.get("start") or {"teacher": teacher, "timesteps": 0}
+    if kept == "start" and "efficiency" not in start:
+        start = start | {k: s["best"][k] for k in ("efficiency", "ci95", "method")}
+    change = s.get("ppo_change", None if kept == "start" else {"method": "not measured"})
+    return {"start": start, "kept": kept, "ppo_change": change}
+
+
+def describe_change(change: dict[str, Any]) -> str:
+    """``+0.001593 (+0.487%, exact): better than the start``, or with the paired interval."""
+    if change.get("method") not in ("exact", "paired"):
+        return "not measured (no start model kept with the run)"
+    fields = {f.name for f in dataclasses.fields(PairedComparison)}
+    cmp = PairedComparison(**{k: v for k, v in change.items() if k in fields})
+    diff = f"{cmp.diff:+.6f}" + ("" if cmp.method == "exact" else f" +- {cmp.ci95:.6f}")
+    return f"{diff}, i.e. {cmp.describe('the start')}"
+
+
+def format_report(s: dict[str, Any]) -> str:
+    """The human summary printed at the end of a run. The start (the clone of a teacher, or a
+    random init) and what PPO's updates changed are separate lines: a kept step-0 model is
+    the start, never a PPO result (tests/agents/common/test_run_report.py pins the lines)."""
+    refs, best = s["references"], s["best"]
+    prov = provenance(s)
+    start, label = prov["start"], start_label(prov["start"]["teacher"])
+    ppo_kept = prov["kept"] == "ppo"
+    lines = [
+        "",
+        f"scenario {s['scenario']} ({s['action_mode']} actions"
+        + ("" if s.get("objective", "energy") == "energy" else f", objective {s['objective']}")
+        + f"), seed {s['seed']}: "
+        f"{s['timesteps']:,} timesteps, training {s['learn_wall_s']:.0f} s, "
+        f"total {s['total_wall_s']:.0f} s wall ({s['total_cpu_s']:.0f} s CPU)",
+        f"  {'start (' + label + ')':<30} "
+        + (f"efficiency {_fmt(start)}" if "efficiency" in start else "not measured"),
+    ]
+    if ppo_kept:
+        kept_label = f"PPO (best model, {best['timesteps']:,} steps)"
+        lines += [
+            f"  {kept_label:<30} efficiency {_fmt(best)}",
+            f"  PPO's change from the start: {describe_change(prov['ppo_change'])}",
+        ]
+    else:
+        lines.append(f"  kept: the start ({label}); PPO found no improvement")
+        conf = s.get("confirmation")
+        if conf:  # the model PPO's selection kept, measured against the start on other seeds
+            cmp = describe_change(conf["kept_vs_start"])
+            lines.append(f"  confirmation: the model of {conf['kept_timesteps']:,} steps: {cmp}")
+    lines += [
+        f"  {'PPO (final model)':<30} efficiency {_fmt(s['final'])}",
+        f"  {'PAS':<30} efficiency {_fmt(refs['pas'])}",
+    ]
+    if refs["optimum"] is not None:
+        lines.append(f"  {'optimum':<30} efficiency {refs['optimum']:.6f} (exact)")
+    else:
+        lines.append(f"  {'optimum':<30} {refs['optimum_note']}")
+    if refs["upper_bound"] is not None:
+        lines.append(f"  {'upper bound (relaxation)':<30} efficiency {refs['upper_bound']:.6f}")
+    who = "PPO" if ppo_kept else "start"
+    parts = [f"{who} vs PAS: {best['gap_to_pas_pct']:+.3f}%"]
+    if best["gap_to_optimum_pct"] is not None:
+        # a model at the optimum can measure 1e-12 above it: print 0.000, not -0.000
+        parts.append(f"gap to optimum: {round(best['gap_to_optimum_pct'], 3) + 0.0:.3f}%")
+    if best["pas_gap_closed"] is not None:
+        parts.append(f"share of PAS's gap closed: {100 * best['pas_gap_closed']:.0f}%")
+    if best["gap_to_bound_pct"] is not None:
+        parts.append(f"gap to bound: {best['gap_to_bound_pct']:.3f}%")
+    lines.append("  " + "   ".join(parts))
+    if s.get("verdict"):  # the lean trainer's paired comparison (exact, or on fresh seeds)
+        kept = "PPO (best model)" if ppo_kept else f"the start ({label})"
+        lines.append(f"  verdict: {kept} vs PAS {s['verdict']}")
+    p = s["paths"]
+    lines += [
+        f"  model: {best['path']} (final: {s['final']['path']})",
+        f"  logs: {p['tensorboard'] or '(TensorBoard off)'}, {p['evaluations']}; "
+        f"summary: {Path(p['run_dir']) / 'summary.json'}",
+    ]
+    return "\n".join(lines)
+
+
+def check_against_start(s: dict[str, Any], final_too: bool = False) -> list[str]:
+    """What is wrong with a run's result against its start (empty: nothing): the kept model
+    below the start (exact: by more than the exact comparison's tolerance; simulated: the
+    paired 95% interval below 0), and with ``final_too`` the final model below the start.
+    A lean run's summary only (it records its start)."""
+    prov = provenance(s)
+    start = prov["start"]
+    if "efficiency" not in start:
+        return [f"the summary records no measured start (trainer {s.get('trainer')!r})"]
+    problems = []
+    change = prov["ppo_change"]
+    if prov["kept"] == "ppo" and change is not None and change.get("verdict") == "worse":
+        problems.append(f"the kept model is below its start: {describe_change(change)}")
+    if final_too:
+        fin, ref = s["final"], float(start["efficiency"])
+        tol = EXACT_RTOL * abs(ref) if fin["method"] == "exact" else float(fin["ci95"])
+        if float(fin["efficiency"]) < ref - tol:
+            problems.append(
+                f"the final model ({fin['efficiency']:.6f}) is below its start ({ref:.6f})"
+            )
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agents.common.run_report --check runs/tiny-server-s0/summary.json``: exit 1 (and
+    say why) when the run's result is below its start, 0 otherwise."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m agents.common.run_report", description=main.__doc__)
+    p.add_argument("--check", metavar="SUMMARY", required=True, help="a run's summary.json")
+    p.add_argument("--final-too", action="store_true", help="also the final model")
+    ns = p.parse_args(argv)
+    path = Path(ns.check)
+    if not path.is_file():
+        p.error(f"--check: no file {path}; give a run's summary.json")
+    s = json.loads(path.read_text())
+    problems = check_against_start(s, ns.final_too)
+    for msg in problems:
+        print(f"{path}: {msg}", file=sys.stderr)
+    if not problems:
+        prov = provenance(s)
+        what = "PPO's model" if prov["kept"] == "ppo" else "the start"
+        label = start_label(prov["start"]["teacher"])
+        print(f"{path}: kept {what}; not below the start ({label})")
+    return 1 if problems else 0
+
+
+def plot_learning_curves(
+    run_dirs: list[str | Path],
+    path: str | Path,
+    title: str = "",
+    labels: list[str] | None = None,
+) -> None:
+    """Efficiency against timesteps of one or more runs of the same scenario (their
+    ``evaluations.jsonl``), with PAS and the optimum (or the upper bound) as horizontal lines.
+
+    ``python -c "from agents.common.run_report import plot_learning_curves; plot_learning_curves([...], 'curve.png')"``
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 3.8))
+    ax = fig.add_subplot()
+    refs: dict[str, Any] = {}
+    ys: list[float] = []
+    for i, run_dir in enumerate(run_dirs):
+        d = Path(run_dir)
+        hist = read_evaluations(d / "evaluations.jsonl")
+        refs = json.loads((d / "references.json").read_text())
+        args = json.loads((d / "args.json").read_text())
+        t = np.array([h["timesteps"] for h in hist])
+        e = np.array([h["efficiency"] for h in hist])
+        ci = np.array([h["ci95"] if math.isfinite(h["ci95"]) else 0.0 for h in hist])
+        label = labels[i] if labels else f"PPO seed {args['seed']}"
+        line = ax.plot(t, e, marker=".", lw=1.2, label=label)[0]
+        if ci.any():
+            ax.fill_between(t, e - ci, e + ci, color=line.get_color(), alpha=0.2, lw=0)
+        ys.extend(e[len(e) // 3 :])  # zoom on the learnt part, not the random start
+        title = title or f"{args['scenario']} ({args['action_mode']} actions)"
+    pas = refs["pas"]["efficiency"]
+    ax.axhline(pas, color="k", ls="--", lw=1, label=f"PAS {pas:.4f}")
+    ys.append(pas)
+    for key, style, color, label in (
+        ("optimum", "-", "#c44e52", "optimum"),
+        ("upper_bound", ":", "#55a868", "upper bound"),
+    ):
+        if refs.get(key) is not None:
+            ax.axhline(refs[key], color=color, ls=style, lw=1, label=f"{label} {refs[key]:.4f}")
+            ys.append(refs[key])
+    lo, hi = min(ys), max(ys)
+    pad = 0.25 * (hi - lo) + 1e-4 * hi
+    ax.set_ylim(lo - pad, hi + pad)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:g}k"))
+    ax.set_xlabel("timesteps (decisions)")
+    ax.set_ylabel("efficiency (deterministic policy)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,333 @@
+"""train.py's reference trainer (``--trainer sb3``): sb3-contrib ``MaskablePPO`` on a
+``DummyVecEnv`` (or ``SubprocVecEnv``) of ``TrainingWrapper(ServerFarmEnv)``, with the callbacks
+of ``agents.ppo_sb3.callbacks`` (exact or simulated evaluations, atomic checkpoints, resume, Ctrl-C).
+
+Kept as the reference implementation the lean trainer (``agents.ppo.train``, the default) is
+measured against (BENCHMARKS.md, "Training throughput"): its per-step Python overhead limits it
+to ~1,500 steps per CPU second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agents.common.artefacts import read_json_object
+from agents.common.checkpoints import TrainingDiverged, read_evaluations, save_model_atomic
+from agents.common.run_dir import write_run_args
+from agents.ppo.agent import PPOAgent, atomic_write_json, model_predictor, write_sidecar
+from agents.ppo_sb3.callbacks import (
+    AtomicCheckpointCallback,
+    EfficiencyEvalCallback,
+    FiniteGuardCallback,
+    RolloutStatsCallback,
+    load_checkpoint,
+    save_vecnormalize,
+    saved_best_efficiency,
+    vecnormalize_path,
+)
+from agents.ppo_sb3.wrappers import TrainingWrapper
+from envs.scenarios import load_scenario
+from envs.server_farm import ServerFarmEnv
+from evaluation.harness import epochs_per_duration
+from evaluation.measure import (
+    EfficiencyEstimate,
+    References,
+    measure_efficiency,
+    reference_efficiencies,
+)
+from evaluation.provenance import versions
+from evaluation.stats import gaps
+
+__all__ = ["make_vec_env", "new_model", "parse_net_arch", "train_sb3"]
+
+
+def parse_net_arch(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        sizes = []
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError(
+            f"--net-arch: expected comma-separated layer sizes like '64,64', got {text!r}"
+        )
+    return sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# environments and model
+# ---------------------------------------------------------------------------------------------
+def make_env_fn(config: Any, a: Any, rank: int):
+    """Factory of one training env (picklable for SubprocVecEnv)."""
+
+    def _init():
+        if a.vec_env == "subproc":
+            import multiprocessing
+            import signal
+
+            if multiprocessing.parent_process() is not None:
+                # a worker process: Ctrl-C is the main process's to handle (it saves a
+                # checkpoint); workers would each print a KeyboardInterrupt traceback
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
+        warmup = a.warmup_epochs
+        if warmup < 0:  # the farm starts empty: reach steady state before learning from it
+            warmup = max(1_000, math.ceil(50 * epochs_per_duration(config)))
+        env: Any = ServerFarmEnv(
+            config,
+            action_mode=a.action_mode,
+            reward_eta=eta,
+            eta_tau=a.eta_tau,
+            warmup_epochs=warmup,
+        )
+        env = TrainingWrapper(env, reward=a.reward)
+        if a.episode_steps > 0:
+            from gymnasium.wrappers import TimeLimit
+
+            env = TimeLimit(env, max_episode_steps=a.episode_steps)
+        return env
+
+    return _init
+
+
+def make_vec_env(config: Any, a: Any):
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    fns = [make_env_fn(config, a, i) for i in range(a.n_envs)]
+    if a.vec_env == "subproc" and a.n_envs > 1:
+        return SubprocVecEnv(fns)
+    return DummyVecEnv(fns)
+
+
+def new_model(a: Any, venv: Any, tb_dir: str | None):
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    sizes = parse_net_arch(a.net_arch)
+    lr: Any = a.learning_rate
+    if a.lr_schedule == "linear":
+        lr = _LinearSchedule(a.learning_rate)
+    return MaskablePPO(
+        "MlpPolicy",
+        venv,
+        learning_rate=lr,
+        n_steps=a.n_steps,
+        batch_size=a.batch_size,
+        n_epochs=a.n_epochs,
+        gamma=a.gamma,
+        gae_lambda=a.gae_lambda,
+        clip_range=a.clip_range,
+        ent_coef=a.ent_coef,
+        vf_coef=a.vf_coef,
+        max_grad_norm=a.max_grad_norm,
+        target_kl=a.target_kl if a.target_kl > 0 else None,
+        policy_kwargs={
+            "net_arch": {"pi": sizes, "vf": sizes},
+            "activation_fn": torch.nn.Tanh if a.activation == "tanh" else torch.nn.ReLU,
+        },
+        tensorboard_log=tb_dir,
+        seed=a.seed,
+        device=a.device,
+        verbose=a.verbose,
+    )
+
+
+class _LinearSchedule:
+    """lr * progress_remaining (a class, not a lambda, so that saved models load anywhere)."""
+
+    def __init__(self, start: float):
+        self.start = float(start)
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.start * progress_remaining
+
+
+# ---------------------------------------------------------------------------------------------
+# the job
+# ---------------------------------------------------------------------------------------------
+def train_sb3(a: Any) -> dict[str, Any]:
+    """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``;
+    returns the summary (train.py writes ``summary.json`` and prints the report)."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    torch.set_num_threads(max(1, a.torch_threads))
+    config = load_scenario(a.scenario)
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = out / "checkpoints"
+    venv = make_vec_env(config, a)
+    tb_dir = str(out / "tb") if a.tensorboard else None
+    loaded = None
+    if a.resume:
+        loaded = load_checkpoint(
+            ckpt_dir,
+            venv,
+            lambda env: new_model(a, env, tb_dir),
+            device=a.device,
+            normalize_reward=a.normalize_reward,
+            gamma=a.gamma,
+        )
+    if a.resume and loaded is None:
+        print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+    start_steps = 0
+    # SB3 runs whole rollouts: a run ends at the total rounded up to them, and a checkpoint at
+    # that step (a run interrupted in its final evaluation) finishes the run
+    per = a.n_steps * a.n_envs
+    end = max(1, math.ceil(a.total_timesteps / per)) * per
+    if loaded is not None:
+        model, venv, ckpt, start_steps = loaded
+        if start_steps > end:
+            venv.close()
+            raise ValueError(
+                f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start_steps:,} "
+                f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
+                f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
+                "summary.json): give a larger total to train on"
+            )
+        # fresh random streams for the continuation (the first ones were seeded with a.seed)
+        model.set_random_seed(a.seed + model.num_timesteps)
+        print(f"resuming {out} from {ckpt.name} ({model.num_timesteps} timesteps)")
+    else:
+        if a.normalize_reward:
+            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
+        model = new_model(a, venv, tb_dir)
+    write_run_args(out, a, config)
+
+    # reference points, computed once per run directory
+    ref_file = out / "references.json"
+    if ref_file.exists():
+        refs = References.from_dict(read_json_object(ref_file, "a references file"))
+    else:
+        refs = reference_efficiencies(config)
+        atomic_write_json(ref_file, refs.as_dict())
+
+    sidecar = {"train_args": dataclasses.asdict(a)}
+    best_path = out / "best_model.zip"
+
+    def save_best(m: Any) -> None:
+        path = save_model_atomic(m, best_path)
+        write_sidecar(
+            path,
+            config,
+            a.action_mode,
+            timesteps=int(m.num_timesteps),
+            eval_efficiency=evaluator.best_efficiency,
+            **sidecar,
+        )
+
+    eval_log = out / "evaluations.jsonl"
+    history = read_evaluations(eval_log) if loaded is not None else []
+    measure = partial(
+        measure_efficiency,
+        config=config,
+        action_mode=a.action_mode,
+        exact=a.eval_exact,
+        n_epochs=a.eval_epochs,
+        replications=a.eval_replications,
+        seed=1_000_000 + a.seed * 1000,  # evaluation streams distinct from training streams
+    )
+    evaluator = EfficiencyEvalCallback(
+        lambda p: measure(p),
+        refs,
+        a.eval_freq,
+        log_path=eval_log,
+        save_best=save_best,
+        history=history,
+        best_efficiency=saved_best_efficiency(best_path, history) if loaded is not None else None,
+        verbose=a.verbose,
+    )
+    checkpointer = AtomicCheckpointCallback(a.checkpoint_freq, ckpt_dir, verbose=a.verbose)
+    # SB3's own progress bar, as a callback of ours so that an interruption can close it
+    progress = ProgressBarCallback() if a.progress_bar else None
+    # the guard first: a diverged model is neither evaluated nor saved
+    callbacks = CallbackList(
+        [FiniteGuardCallback(), RolloutStatsCallback(refs.pas.efficiency), evaluator, checkpointer]
+        + ([progress] if progress is not None else [])
+    )
+    remaining = max(0, a.total_timesteps - start_steps)
+    t_learn, cpu_learn = time.perf_counter(), time.process_time()
+    if remaining > 0:
+        try:
+            model.learn(
+                remaining,
+                callback=callbacks,
+                reset_num_timesteps=loaded is None,
+                tb_log_name="ppo",
+            )
+        except (KeyboardInterrupt, TrainingDiverged) as err:
+            if progress is not None and getattr(progress, "pbar", None) is not None:
+                progress.pbar.close()
+            # the snapshot of the latest rollout start precedes the update that diverged
+            saved = checkpointer.save_interrupted()
+            if isinstance(err, TrainingDiverged):
+                kept = f"checkpoint {saved[0]}" if saved is not None else "the checkpoints"
+                raise TrainingDiverged(f"{err}; kept {kept}, the last finite one") from None
+            again = f"continue with: python train.py --output-dir {out} --resume"
+            if saved is not None:
+                what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"
+            elif loaded is not None:
+                what = f"nothing trained since the checkpoint {ckpt} ({start_steps:,} timesteps)"
+            else:
+                what = "no policy update had finished, nothing to save"
+                again = "run the same command again to start over"
+            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
+            raise SystemExit(130) from None
+    learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
+    final_path = save_model_atomic(model, out / "final_model.zip")
+    write_sidecar(final_path, config, a.action_mode, timesteps=int(model.num_timesteps), **sidecar)
+    if a.normalize_reward:
+        save_vecnormalize(model.get_vec_normalize_env(), vecnormalize_path(final_path))
+    venv.close()
+
+    # final measurement: exact where solvable; else long fresh-seed replications
+    if not best_path.exists():  # e.g. removed: the final model, measured now, is the best known
+        evaluator.best_efficiency = measure(model_predictor(model)).efficiency
+        save_best(model)
+    best = PPOAgent.load(
+        best_path, device=a.device
+    )  # the one safe loader (agents.common.artefacts)
+    best_steps = best.meta.get("timesteps")
+    final_kw = {
+        "config": config,
+        "action_mode": a.action_mode,
+        "exact": a.eval_exact,
+        "n_epochs": a.final_eval_epochs,
+        "replications": max(2, a.eval_replications),
+        "seed": 2_000_000 + a.seed * 1000,
+    }
+    est_best = measure_efficiency(best.predictor(), **final_kw)
+    est_final = measure_efficiency(model_predictor(model), **final_kw)
+    pas, opt = refs.pas.efficiency, refs.optimum
+
+    def report(est: EfficiencyEstimate) -> dict[str, Any]:
+        return est.as_dict() | gaps(est.efficiency, pas, opt, refs.upper_bound)
+
+    summary = {
+        "trainer": "sb3",
+        "scenario": config.name,
+        "scenario_spec": a.scenario,
+        "action_mode": a.action_mode,
+        "seed": a.seed,
+        "config": dataclasses.asdict(a),
+        "versions": versions(),
+        "timesteps": int(model.num_timesteps),
+        "learn_wall_s": learn_s,
+        "learn_cpu_s": learn_cpu_s,  # this process's CPU time: the wall time on an idle core
+        "resumed_from": start_steps if loaded is not None else None,
+        "references": refs.as_dict(),
+        "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best)},
+        "final": {"path": str(final_path), **report(est_final)},
+        "best_eval_efficiency": evaluator.best_efficiency,
+        "n_evaluations": len(evaluator.history),
+        "gap_convention": "gap_to_pas_pct = 100 (ppo - pas) / pas (positive: PPO better); "
+        "gap_to_optimum_pct / gap_to_bound_pct = 100 (X - ppo) / X (shortfall)",
+        "paths": {"run_dir": str(out), "tensorboard": tb_dir, "evaluations": str(eval_log)},
+    }
+    return summary

@@ -1,0 +1,161 @@
+"""agents.common.run_report.format_report: the lines .ci/run greps, pinned for both outcomes of a run
+(the start kept: PPO found no improvement; PPO's model kept, with its change from the start),
+and a model that measures at the optimum (its exact efficiency can exceed the optimum's by
+float rounding)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agents.common.run_report import check_against_start, format_report, main
+
+# the patterns .ci/run greps (the exact line formats of the report)
+START_LINE = r"^  start \([a-z-]+ (clone|init)\) +efficiency [0-9.]+ \(exact\)$"
+KEPT_START_LINE = r"^  kept: the start \([a-z-]+ (clone|init)\); PPO found no improvement$"
+PPO_LINE = r"^  PPO \(best model, [0-9,]+ steps\) +efficiency [0-9.]+ \(exact\)$"
+CHANGE_LINE = r"^  PPO's change from the start: [+-][0-9.]+(, i\.e\.| \+- [0-9.]+, i\.e\.) "
+GAP_LINE = r"^  (PPO|start) vs PAS: [+-][0-9.]+%   gap to optimum: [0-9.]+%"
+
+
+def _summary(gap_to_optimum: float, best_steps: int = 4096, kept: str = "ppo") -> dict:
+    est = {"efficiency": 0.328931, "method": "exact", "ci95": 0.0}
+    start = {
+        "teacher": "best-priority",
+        "timesteps": 0,
+        "efficiency": 0.327338,
+        "ci95": 0.0,
+        "method": "exact",
+        "measured_on": "exact",
+    }
+    change = {
+        "candidate": 0.328931,
+        "reference": 0.327338,
+        "diff": 0.001593,
+        "ci95": 0.0,
+        "gap_pct": 0.48666,
+        "gap_pct_ci95": 0.0,
+        "n": 0,
+        "method": "exact",
+        "verdict": "better",
+    }
+    return {
+        "scenario": "tiny", "action_mode": "server", "seed": 0, "timesteps": 4096,
+        "learn_wall_s": 1.0, "total_wall_s": 2.0, "total_cpu_s": 2.0,
+        "started_from": "best-priority", "start": start, "kept": kept,
+        "ppo_change": change if kept == "ppo" else None,
+        "references": {"pas": est | {"efficiency": 0.327338}, "optimum": 0.328931,
+                       "upper_bound": None},
+        "best": est | {"timesteps": best_steps, "gap_to_pas_pct": 0.487,
+                       "gap_to_optimum_pct": gap_to_optimum, "pas_gap_closed": 1.0,
+                       "gap_to_bound_pct": None, "path": "runs/x/best_model.zip"},
+        "final": est | {"path": "runs/x/final_model.zip"},
+        "verdict": "+0.487% (exact): better than PAS",
+        "paths": {"tensorboard": None, "evaluations": "e.jsonl", "run_dir": "runs/x"},
+    }  # fmt: skip
+
+
+def _kept_start() -> dict:
+    s = _summary(0.484, best_steps=0, kept="start")
+    s["best"] |= {"efficiency": 0.327338, "gap_to_pas_pct": 0.0, "pas_gap_closed": 0.0}
+    s["start"] |= {"measured_on": "final window"}
+    s["verdict"] = "+0.000% (exact): equal to PAS"
+    return s
+
+
+def _matches(pattern: str, text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.search(pattern, line)]
+
+
+def test_a_kept_start_is_reported_as_the_start_never_as_ppo() -> None:
+    text = format_report(_kept_start())
+    assert _matches(START_LINE, text) == [
+        "  start (best-priority clone)    efficiency 0.327338 (exact)"
+    ]
+    assert _matches(KEPT_START_LINE, text) == [
+        "  kept: the start (best-priority clone); PPO found no improvement"
+    ]
+    assert _matches(GAP_LINE, text) == [
+        "  start vs PAS: +0.000%   gap to optimum: 0.484%   share of PAS's gap closed: 0%"
+    ]
+    assert "  verdict: the start (best-priority clone) vs PAS +0.000% (exact): equal to PAS" in (
+        text.splitlines()
+    )
+    assert not _matches(PPO_LINE, text) and not _matches(CHANGE_LINE, text)
+    assert "PPO (best model" not in text and "PPO vs PAS" not in text
+
+
+def test_an_improving_ppo_model_is_reported_with_its_change_from_the_start() -> None:
+    text = format_report(_summary(0.0))
+    assert _matches(START_LINE, text) == [
+        "  start (best-priority clone)    efficiency 0.327338 (exact)"
+    ]
+    assert _matches(PPO_LINE, text) == [
+        "  PPO (best model, 4,096 steps)  efficiency 0.328931 (exact)"
+    ]
+    assert _matches(CHANGE_LINE, text) == [
+        "  PPO's change from the start: +0.001593, i.e. +0.487% (exact): better than the start"
+    ]
+    assert _matches(GAP_LINE, text) == [
+        "  PPO vs PAS: +0.487%   gap to optimum: 0.000%   share of PAS's gap closed: 100%"
+    ]
+    assert not _matches(KEPT_START_LINE, text)
+
+
+def test_a_simulated_change_carries_its_paired_interval() -> None:
+    s = _summary(0.0)
+    s["ppo_change"] |= {"method": "paired", "ci95": 0.0004, "gap_pct_ci95": 0.12, "n": 32,
+                        "diff": 0.001593}  # fmt: skip
+    (line,) = _matches(CHANGE_LINE, format_report(s))
+    assert line == (
+        "  PPO's change from the start: +0.001593 +- 0.000400, i.e. +0.487% +- 0.120% "
+        "(paired 95% CI, 32 replications): significantly better than the start"
+    )
+
+
+def test_an_sb3_summary_without_provenance_infers_a_random_start() -> None:
+    s = _summary(0.0, best_steps=0)
+    for key in ("started_from", "start", "kept", "ppo_change"):
+        del s[key]
+    s["trainer"] = "sb3"
+    text = format_report(s)
+    assert _matches(KEPT_START_LINE, text) == [
+        "  kept: the start (random init); PPO found no improvement"
+    ]
+
+
+def test_a_model_at_the_optimum_prints_a_zero_gap() -> None:
+    text = format_report(_summary(-1.7e-13))
+    assert "gap to optimum: 0.000%" in text and "-0.000" not in text
+    assert _matches(GAP_LINE, text)
+
+
+def test_a_positive_gap_is_printed_as_measured() -> None:
+    assert "gap to optimum: 0.191%" in format_report(_summary(0.19149))
+
+
+def test_the_check_passes_a_result_at_or_above_its_start() -> None:
+    assert check_against_start(_kept_start(), final_too=True) == []
+    assert check_against_start(_summary(0.0), final_too=True) == []
+
+
+def test_the_check_fails_a_result_below_its_start() -> None:
+    s = _summary(0.0)
+    s["ppo_change"] |= {"diff": -0.0002, "gap_pct": -0.06, "verdict": "worse"}
+    (msg,) = check_against_start(s)
+    assert msg.startswith("the kept model is below its start: -0.000200")
+    s = _kept_start()
+    s["final"] |= {"efficiency": 0.3270}
+    assert check_against_start(s) == []  # the final model only with final_too
+    (msg,) = check_against_start(s, final_too=True)
+    assert msg == "the final model (0.327000) is below its start (0.327338)"
+
+
+def test_the_check_command_exits_1_below_the_start(tmp_path, capsys) -> None:
+    s = _kept_start()
+    s["final"] |= {"efficiency": 0.3270}
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(s))
+    assert main(["--check", str(path)]) == 0
+    assert main(["--check", str(path), "--final-too"]) == 1
+    assert "is below its start" in capsys.readouterr().err
