@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
+from scipy.optimize import OptimizeResult, linprog
 
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
@@ -284,6 +284,78 @@ def _constraints(
     return eq, ub
 
 
+def _check_bound_args(tight: bool, max_variables: int | None, time_limit_s: float | None) -> None:
+    """ValueError naming the argument when one of relaxation_bound's options is malformed."""
+    if not isinstance(tight, bool):
+        raise ValueError(f"tight: expected True or False, got {tight!r}")
+    if max_variables is not None and (
+        isinstance(max_variables, bool) or not isinstance(max_variables, int) or max_variables < 1
+    ):
+        raise ValueError(f"max_variables: expected a positive integer, got {max_variables!r}")
+    if time_limit_s is not None and not (
+        isinstance(time_limit_s, (int, float))
+        and not isinstance(time_limit_s, bool)
+        and math.isfinite(time_limit_s)
+        and time_limit_s > 0
+    ):
+        raise ValueError(
+            f"time_limit_s: expected a positive number of seconds, got {time_limit_s!r}"
+        )
+
+
+def _solve_bound_lp(
+    c: FarmConfig, lay: _Layout, eq: _Rows, ub: _Rows, time_limit_s: float | None
+) -> OptimizeResult:
+    """HiGHS's result on the Charnes-Cooper LP: max throughput over the layout's variables."""
+    nv = lay.n
+    obj = np.zeros(nv)
+    for (k, n), i in lay.y.items():
+        obj[i] = -c.mu_table[k, n]  # linprog minimises
+    res = linprog(
+        obj,
+        A_ub=ub.matrix(nv),
+        b_ub=np.array(ub.rhs),
+        A_eq=eq.matrix(nv),
+        b_eq=np.array(eq.rhs),
+        bounds=(0, None),
+        method="highs",
+        options={} if time_limit_s is None else {"time_limit": float(time_limit_s)},
+    )
+    if res.status == 1:  # HiGHS stopped at its time (or iteration) limit
+        raise BoundTooLarge(
+            f"scenario {c.name!r}: the relaxation-bound LP ({nv:,} variables) did not finish "
+            f"within {time_limit_s:g} s ({res.message}); pass a larger time_limit_s or use a "
+            "farm with fewer distinct job-type group sets"
+        )
+    if res.status != 0:
+        raise RuntimeError(f"relaxation LP failed for {c.name!r}: {res.message}")
+    return res
+
+
+def _occupancy_and_flows(
+    c: FarmConfig,
+    lay: _Layout,
+    z: np.ndarray,
+    avail: np.ndarray,
+    lam_class: np.ndarray,
+    members: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(occupancy[K, B+1], per-type group flows[J, K]) undone from the Charnes-Cooper scaling."""
+    K = c.n_groups
+    lam = c.arrival_rates.mean(axis=0)  # [J]
+    t = z[lay.t]
+    occ = np.zeros((K, c.max_buffer + 1))
+    for (k, n), i in lay.y.items():
+        occ[k, n] = z[i] / t
+    class_flows = np.zeros((len(avail), K))
+    for (j, k), idx in lay.flow.items():
+        class_flows[j, k] = z[idx].sum() / t
+    # each type takes its share of its class's flows (the split that keeps every per-type
+    # constraint, see _type_classes)
+    flows = class_flows[members] * (lam / lam_class[members])[:, None]
+    return occ, flows
+
+
 def relaxation_bound(
     config: FarmConfig | str,
     tight: bool = True,
@@ -304,69 +376,22 @@ def relaxation_bound(
     Raises:
         BoundTooLarge: beyond ``max_variables`` or ``time_limit_s`` (a ``ValueError``).
     """
-    if not isinstance(tight, bool):
-        raise ValueError(f"tight: expected True or False, got {tight!r}")
-    if max_variables is not None and (
-        isinstance(max_variables, bool) or not isinstance(max_variables, int) or max_variables < 1
-    ):
-        raise ValueError(f"max_variables: expected a positive integer, got {max_variables!r}")
-    if time_limit_s is not None and not (
-        isinstance(time_limit_s, (int, float))
-        and not isinstance(time_limit_s, bool)
-        and math.isfinite(time_limit_s)
-        and time_limit_s > 0
-    ):
-        raise ValueError(
-            f"time_limit_s: expected a positive number of seconds, got {time_limit_s!r}"
-        )
+    _check_bound_args(tight, max_variables, time_limit_s)
     c = load_scenario(config)
     check_bound_size(c, tight, max_variables)
-    K = c.n_groups
     lam = c.arrival_rates.mean(axis=0)  # [J]
     avail, lam_class, members = _type_classes(c)
-    mu, pw = c.mu_table, c.power_table
     lay = _layout(c, avail, tight)
-    nv = lay.n
-    obj = np.zeros(nv)
-    for (k, n), i in lay.y.items():
-        obj[i] = -mu[k, n]  # linprog minimises
     eq, ub = _constraints(c, lay, avail, lam_class, tight)
-    res = linprog(
-        obj,
-        A_ub=ub.matrix(nv),
-        b_ub=np.array(ub.rhs),
-        A_eq=eq.matrix(nv),
-        b_eq=np.array(eq.rhs),
-        bounds=(0, None),
-        method="highs",
-        options={} if time_limit_s is None else {"time_limit": float(time_limit_s)},
-    )
-    if res.status == 1:  # HiGHS stopped at its time (or iteration) limit
-        raise BoundTooLarge(
-            f"scenario {c.name!r}: the relaxation-bound LP ({nv:,} variables) did not finish "
-            f"within {time_limit_s:g} s ({res.message}); pass a larger time_limit_s or use a "
-            "farm with fewer distinct job-type group sets"
-        )
-    if res.status != 0:
-        raise RuntimeError(f"relaxation LP failed for {c.name!r}: {res.message}")
-    z = res.x
-    t = z[lay.t]
-    occ = np.zeros((K, c.max_buffer + 1))
-    for (k, n), i in lay.y.items():
-        occ[k, n] = z[i] / t
-    class_flows = np.zeros((len(avail), K))
-    for (j, k), idx in lay.flow.items():
-        class_flows[j, k] = z[idx].sum() / t
-    # each type takes its share of its class's flows (the split that keeps every per-type
-    # constraint, see _type_classes)
-    flows = class_flows[members] * (lam / lam_class[members])[:, None]
+    res = _solve_bound_lp(c, lay, eq, ub, time_limit_s)
+    occ, flows = _occupancy_and_flows(c, lay, res.x, avail, lam_class, members)
     return BoundResult(
         efficiency=float(-res.fun),
-        throughput=float((mu * occ).sum()),
-        power=float((pw * occ).sum()),
+        throughput=float((c.mu_table * occ).sum()),
+        power=float((c.power_table * occ).sum()),
         occupancy=occ,
         group_flows=flows,
-        n_variables=nv,
+        n_variables=lay.n,
         n_constraints=len(eq.rhs) + len(ub.rhs),
         meta={
             "scenario": c.name,

@@ -155,6 +155,66 @@ def _initial_policy(space: AggregatedSpace) -> np.ndarray:
     return act
 
 
+def _pi_linear_solver(space: AggregatedSpace, linear_solver: str) -> str:
+    """The linear solver PI uses: ``linear_solver`` itself unless it is ``"auto"``."""
+    if linear_solver != "auto":
+        return linear_solver
+    # LU fill-in is mild on low-dimensional lattices (sum_k B_k = lattice dimension)
+    low_dim = int(space.config.buffers.sum()) <= 2
+    return "direct" if low_dim or space.n_states <= DIRECT_MAX_STATES else "iterative"
+
+
+def _pi_evaluate(
+    space: AggregatedSpace,
+    act: np.ndarray,
+    ref: int | None,
+    method: str,
+    pi: np.ndarray | None,
+    h: np.ndarray | None,
+) -> tuple[GeneratorSolver, np.ndarray, float, np.ndarray, bool]:
+    """Policy evaluation: (solver, pi, eta, relative values h, whether it fell back to LU).
+
+    ``ref`` (iterative solver only) is the previous mode, a good shift/preconditioner state;
+    ``pi`` and ``h`` of the previous step warm-start GMRES.
+    """
+    Q = space.generator(act)
+    try:
+        solver = GeneratorSolver(Q, ref, method=method)
+        pi_new = solver.stationary(x0=pi)
+        eta = aggregated_efficiency(space, pi_new)
+        h = solver.relative_values(space.W - eta * space.P, x0=h)
+        return solver, pi_new, eta, h, False
+    except RuntimeError:  # GMRES stalled (e.g. a slowly mixing chain): LU instead
+        if method == "direct":
+            raise
+    solver = GeneratorSolver(Q, method="direct")
+    pi_new = solver.stationary()
+    eta = aggregated_efficiency(space, pi_new)
+    h = solver.relative_values(space.W - eta * space.P)
+    return solver, pi_new, eta, h, True
+
+
+def _pi_improve(
+    space: AggregatedSpace, act: np.ndarray, h: np.ndarray, pi: np.ndarray, rtol: float
+) -> int:
+    """Greedy improvement of ``act`` in place w.r.t. h; returns how many decisions changed."""
+    hn = np.where(space.next_state >= 0, h[np.maximum(space.next_state, 0)], -np.inf)
+    # margin relative to the spread of h where the chain lives (far, improbable states can
+    # have huge |h| that would swamp a margin relative to max|h|)
+    bulk = h[pi > 1e-12 * pi.max()]
+    tol = rtol * max(float(bulk.max() - bulk.min()), 1e-300)
+    changed = 0
+    for j in range(space.config.n_job_types):
+        sc = np.where(space.valid[:, j, :], hn, -np.inf)
+        best = np.argmax(sc, axis=1)
+        on = np.nonzero(space.has_vacancy[:, j])[0]
+        gain = sc[on, best[on]] - sc[on, act[on, j]]
+        sw = on[gain > tol]
+        act[sw, j] = best[sw]
+        changed += int(sw.size)
+    return changed
+
+
 def solve_pi(
     config: FarmConfig | AggregatedSpace,
     *,
@@ -192,53 +252,20 @@ def solve_pi(
     t_build = time.perf_counter() - t0
     act = _initial_policy(space) if initial is None else np.array(initial, dtype=np.int64)
     space.check_policy(act)
-    J = space.config.n_job_types
-    lam_valid = space.valid  # [N, J, A]
     history = []
     pi = h = None
     ref: int | None = None
     gmres_its: list[int] = []
     fallbacks = 0
-    method = linear_solver
-    if method == "auto":
-        # LU fill-in is mild on low-dimensional lattices (sum_k B_k = lattice dimension)
-        low_dim = int(space.config.buffers.sum()) <= 2
-        method = "direct" if low_dim or space.n_states <= DIRECT_MAX_STATES else "iterative"
+    method = _pi_linear_solver(space, linear_solver)
     for it in range(1, max_iter + 1):
-        # ref (iterative solver only): the previous mode, a good shift/preconditioner state
-        Q = space.generator(act)
-        try:
-            solver = GeneratorSolver(Q, ref, method=method)
-            pi_new = solver.stationary(x0=pi)
-            eta = aggregated_efficiency(space, pi_new)
-            h = solver.relative_values(space.W - eta * space.P, x0=h)
-        except RuntimeError:  # GMRES stalled (e.g. a slowly mixing chain): LU instead
-            if method == "direct":
-                raise
-            fallbacks += 1
-            solver = GeneratorSolver(Q, method="direct")
-            pi_new = solver.stationary()
-            eta = aggregated_efficiency(space, pi_new)
-            h = solver.relative_values(space.W - eta * space.P)
-        pi = pi_new
+        solver, pi, eta, h, fell_back = _pi_evaluate(space, act, ref, method, pi, h)
+        fallbacks += int(fell_back)
         gmres_its += solver.gmres_iterations
         history.append(eta)
         if verbose:
             print(f"PI iteration {it}: eta = {eta:.15g}, ref = {solver.ref}")
-        hn = np.where(space.next_state >= 0, h[np.maximum(space.next_state, 0)], -np.inf)
-        # margin relative to the spread of h where the chain lives (far, improbable states can
-        # have huge |h| that would swamp a margin relative to max|h|)
-        bulk = h[pi > 1e-12 * pi.max()]
-        tol = rtol * max(float(bulk.max() - bulk.min()), 1e-300)
-        changed = 0
-        for j in range(J):
-            sc = np.where(lam_valid[:, j, :], hn, -np.inf)
-            best = np.argmax(sc, axis=1)
-            on = np.nonzero(space.has_vacancy[:, j])[0]
-            gain = sc[on, best[on]] - sc[on, act[on, j]]
-            sw = on[gain > tol]
-            act[sw, j] = best[sw]
-            changed += int(sw.size)
+        changed = _pi_improve(space, act, h, pi, rtol)
         ref = int(np.argmax(pi))
         if changed == 0:
             return OptimumSolution(
@@ -263,33 +290,27 @@ def solve_pi(
     )
 
 
-def solve_lp(
+def _lp_space(
     config: FarmConfig | AggregatedSpace,
-    *,
-    max_variables: int = DEFAULT_MAX_LP_VARIABLES,
-    arrival_rates: np.ndarray | None = None,
-    check_sizes: bool = True,
-    tol: float = 1e-10,
-) -> OptimumSolution:
-    """Occupation-measure LP (Charnes-Cooper) solved by HiGHS; see the module docstring.
-
-    The policy ``probs = y / z`` is defined where ``z(m) > 0``. States with ``z = 0`` are never
-    visited under that policy (transient); there the returned policy takes the greedy action
-    w.r.t. the relative values of the LP policy (one improvement step), so it is also sensible
-    if the env is started elsewhere; this does not change the long-run value.
-    """
-    t0 = time.perf_counter()
+    max_variables: int,
+    arrival_rates: np.ndarray | None,
+    check_sizes: bool,
+) -> AggregatedSpace:
+    """The aggregated space of the LP, refused up front when the LP would be too large."""
     if isinstance(config, AggregatedSpace):
-        space = config
         refuse_if_larger(
-            space.config, "LP", estimate_size(space.config)[1], max_variables, "max_variables"
+            config.config, "LP", estimate_size(config.config)[1], max_variables, "max_variables"
         )
-    else:
-        refuse_if_larger(config, "LP", estimate_size(config)[1], max_variables, "max_variables")
-        space = AggregatedSpace(
-            config, max_states=max_variables, arrival_rates=arrival_rates, check_sizes=check_sizes
-        )
-    N, J, A = space.n_states, space.config.n_job_types, space.n_actions
+        return config
+    refuse_if_larger(config, "LP", estimate_size(config)[1], max_variables, "max_variables")
+    return AggregatedSpace(
+        config, max_states=max_variables, arrival_rates=arrival_rates, check_sizes=check_sizes
+    )
+
+
+def _lp_constraints(space: AggregatedSpace) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """(A_eq, b_eq, c) of the Charnes-Cooper LP over ``x = (z, y[valid])``."""
+    N, J = space.n_states, space.config.n_job_types
     ys, yj, ya = np.nonzero(space.valid)
     ny = ys.size
     nv = N + ny
@@ -322,21 +343,18 @@ def solve_lp(
     b_eq[-1] = 1.0
     c = np.zeros(nv)
     c[:N] = -space.W
-    res = linprog(
-        c,
-        A_eq=A_eq,
-        b_eq=b_eq,
-        bounds=(0, None),
-        method="highs",
-        options={"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol},
-    )
-    if res.status != 0:
-        raise RuntimeError(f"LP solve failed: {res.message}")
-    x = np.maximum(res.x, 0.0)
-    z = x[:N]
-    y = np.zeros((N, J, A))
-    y[ys, yj, ya] = x[N:]
-    # policy y / z where the state carries mass; elsewhere a placeholder, then one greedy step
+    return A_eq, b_eq, c
+
+
+def _lp_policy(
+    space: AggregatedSpace, z: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """(probs, pi, eta) of the LP solution: ``y / z`` where the state carries mass.
+
+    Elsewhere (transient states, never visited) a placeholder action first, then one greedy
+    step w.r.t. the relative values of the LP policy, so the policy is sensible from any start.
+    """
+    N, J, A = space.n_states, space.config.n_job_types, space.n_actions
     zmin = 1e-13 * z.max()
     live = (z > zmin)[:, None] & space.has_vacancy
     tot = y.sum(axis=2)
@@ -355,6 +373,44 @@ def solve_lp(
     best = np.argmax(hn, axis=2)
     probs[fs, fj, :] = 0.0
     probs[fs, fj, best[fs, fj]] = 1.0
+    return probs, pi, eta
+
+
+def solve_lp(
+    config: FarmConfig | AggregatedSpace,
+    *,
+    max_variables: int = DEFAULT_MAX_LP_VARIABLES,
+    arrival_rates: np.ndarray | None = None,
+    check_sizes: bool = True,
+    tol: float = 1e-10,
+) -> OptimumSolution:
+    """Occupation-measure LP (Charnes-Cooper) solved by HiGHS; see the module docstring.
+
+    The policy ``probs = y / z`` is defined where ``z(m) > 0``. States with ``z = 0`` are never
+    visited under that policy (transient); there the returned policy takes the greedy action
+    w.r.t. the relative values of the LP policy (one improvement step), so it is also sensible
+    if the env is started elsewhere; this does not change the long-run value.
+    """
+    t0 = time.perf_counter()
+    space = _lp_space(config, max_variables, arrival_rates, check_sizes)
+    N, J, A = space.n_states, space.config.n_job_types, space.n_actions
+    A_eq, b_eq, c = _lp_constraints(space)
+    res = linprog(
+        c,
+        A_eq=A_eq,
+        b_eq=b_eq,
+        bounds=(0, None),
+        method="highs",
+        options={"primal_feasibility_tolerance": tol, "dual_feasibility_tolerance": tol},
+    )
+    if res.status != 0:
+        raise RuntimeError(f"LP solve failed: {res.message}")
+    x = np.maximum(res.x, 0.0)
+    z = x[:N]
+    y = np.zeros((N, J, A))
+    ys, yj, ya = np.nonzero(space.valid)
+    y[ys, yj, ya] = x[N:]
+    probs, pi, eta = _lp_policy(space, z, y)
     actions = np.argmax(probs, axis=2).astype(np.int64)  # ties: smallest (k, b)
     actions[~space.has_vacancy] = -1
     return OptimumSolution(
@@ -368,7 +424,7 @@ def solve_lp(
         pi=pi,
         iterations=int(getattr(res, "nit", 0) or 0),
         seconds=time.perf_counter() - t0,
-        info={"policy_value": eta, "n_variables": nv, "n_constraints": nrow},
+        info={"policy_value": eta, "n_variables": A_eq.shape[1], "n_constraints": A_eq.shape[0]},
     )
 
 

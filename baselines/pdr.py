@@ -383,6 +383,94 @@ def non_dominated(points: Sequence[PDRSolution], rtol: float = 1e-7) -> list[PDR
     return [points[a] for a in keep]
 
 
+def _frontier_point(
+    model: _Model,
+    w: Sequence[float],
+    eps: dict[str, float],
+    scale: np.ndarray | None = None,
+    tie_break: float = 0.0,
+) -> PDRSolution | None:
+    """Solve with weights ``w`` on the objectives divided by ``scale`` (plus the tie-break).
+
+    None when the LP is infeasible under ``eps``; an infeasible unconstrained LP raises the
+    diagnosis, since then no routing exists at all.
+    """
+    comps = (model.cE, model.cN, model.cP)
+    if scale is None:
+        c = sum(wk * ck for wk, ck in zip(w, comps, strict=True))
+        wt = tuple(float(v) for v in w)
+    else:
+        wt = tuple(float((wk + tie_break) / sk) for wk, sk in zip(w, scale, strict=True))
+        c = sum(wk * ck for wk, ck in zip(wt, comps, strict=True))
+    res, dt, nc = model.solve(c, eps)
+    if res.status == 2 and not eps:
+        raise model.diagnose(eps)
+    if res.status != 0:
+        return None
+    return model.solution(res.x, wt, eps, dt, nc)  # type: ignore[arg-type]
+
+
+def _lexicographic_anchors(model: _Model, tie_break: float) -> tuple[list[PDRSolution], np.ndarray]:
+    """(the three lexicographic anchors, the payoff table's spread of each objective).
+
+    The payoff table minimises each objective alone; its spread normalises the objectives. An
+    anchor then keeps objective k at its minimum and minimises the other two, so it is Pareto
+    optimal, not only weakly.
+    """
+    anchors = [_frontier_point(model, np.eye(3)[k], {}) for k in range(3)]
+    F = np.array([a.objectives_lp for a in anchors if a is not None])
+    lo = F.min(axis=0)
+    span = np.maximum(F.max(axis=0) - lo, 1e-9 * np.maximum(1.0, np.abs(lo)))
+    points: list[PDRSolution] = []
+    for k in range(3):
+        if anchors[k] is None:
+            continue
+        v = float(anchors[k].objectives_lp[k])
+        eps = {OBJECTIVES[k]: v * (1 + 1e-9) + 1e-9}
+        s = _frontier_point(model, 1.0 - np.eye(3)[k], eps, span, tie_break)
+        points.append(s if s is not None else anchors[k])
+    return points, span
+
+
+def _epsilon_points(
+    model: _Model,
+    anchors: list[PDRSolution],
+    span: np.ndarray,
+    n_points: int,
+    mixes: Sequence[float],
+    tie_break: float,
+) -> list[PDRSolution]:
+    """Epsilon-constraint points: L_ave bounds between the anchors, each minimising a E + (1-a) N."""
+    lat_lo = min(p.latency_lp for p in anchors)
+    lat_hi = max(p.latency_lp for p in anchors)
+    start = max(lat_lo, min(model.geo.d_min, lat_hi))
+    points: list[PDRSolution] = []
+    for bound in np.linspace(start, lat_hi, n_points):
+        for a in mixes:
+            # bound + a hair, so the tie with the anchor that defines lat_lo stays feasible
+            eps = {"latency": float(bound) * (1 + 1e-9) + 1e-9}
+            s = _frontier_point(model, (a, 1.0 - a, 0.0), eps, span, tie_break)
+            if s is not None:
+                points.append(s)
+    return points
+
+
+def _weighted_points(
+    model: _Model, span: np.ndarray, n_points: int, tie_break: float
+) -> list[PDRSolution]:
+    """Weighted-sum points over the smallest simplex lattice with at least ``n_points`` vectors."""
+    h = 1
+    while (h + 1) * (h + 2) // 2 < n_points:
+        h += 1
+    points: list[PDRSolution] = []
+    for a in range(h + 1):
+        for b in range(h + 1 - a):
+            s = _frontier_point(model, (a / h, b / h, (h - a - b) / h), {}, span, tie_break)
+            if s is not None:
+                points.append(s)
+    return points
+
+
 def pareto_frontier(
     geo: GeoConfig,
     interval: int,
@@ -414,59 +502,11 @@ def pareto_frontier(
             raise ValueError(f"mixes: each mix must be in [0, 1], got {a}")
     _check_capacity(geo, interval)
     model = _Model(geo, interval, pieces)
-    comps = (model.cE, model.cN, model.cP)
-
-    def run(
-        w: Sequence[float], eps: dict[str, float], scale: np.ndarray | None = None
-    ) -> PDRSolution | None:
-        """Solve with weights ``w`` on the objectives divided by ``scale`` (plus the tie-break)."""
-        if scale is None:
-            c = sum(wk * ck for wk, ck in zip(w, comps, strict=True))
-            wt = tuple(float(v) for v in w)
-        else:
-            wt = tuple(float((wk + tie_break) / sk) for wk, sk in zip(w, scale, strict=True))
-            c = sum(wk * ck for wk, ck in zip(wt, comps, strict=True))
-        res, dt, nc = model.solve(c, eps)
-        if res.status == 2 and not eps:
-            raise model.diagnose(eps)
-        if res.status != 0:
-            return None
-        return model.solution(res.x, wt, eps, dt, nc)  # type: ignore[arg-type]
-
-    # payoff table: minimise each objective alone; its spread normalises the objectives
-    anchors = [run(np.eye(3)[k], {}) for k in range(3)]
-    F = np.array([a.objectives_lp for a in anchors if a is not None])
-    lo = F.min(axis=0)
-    span = np.maximum(F.max(axis=0) - lo, 1e-9 * np.maximum(1.0, np.abs(lo)))
-
-    # lexicographic anchors (Pareto optimal, not only weakly): keep objective k at its minimum,
-    # minimise the other two
-    points: list[PDRSolution] = []
-    for k in range(3):
-        if anchors[k] is None:
-            continue
-        v = float(anchors[k].objectives_lp[k])
-        s = run(1.0 - np.eye(3)[k], {OBJECTIVES[k]: v * (1 + 1e-9) + 1e-9}, span)
-        points.append(s if s is not None else anchors[k])
+    points, span = _lexicographic_anchors(model, tie_break)
     if method == "epsilon":
-        lat_lo = min(p.latency_lp for p in points)
-        lat_hi = max(p.latency_lp for p in points)
-        start = max(lat_lo, min(geo.d_min, lat_hi))
-        for bound in np.linspace(start, lat_hi, n_points):
-            for a in mixes:
-                # bound + a hair, so the tie with the anchor that defines lat_lo stays feasible
-                s = run((a, 1.0 - a, 0.0), {"latency": float(bound) * (1 + 1e-9) + 1e-9}, span)
-                if s is not None:
-                    points.append(s)
+        points += _epsilon_points(model, points, span, n_points, mixes, tie_break)
     else:
-        h = 1
-        while (h + 1) * (h + 2) // 2 < n_points:
-            h += 1
-        for a in range(h + 1):
-            for b in range(h + 1 - a):
-                s = run((a / h, b / h, (h - a - b) / h), {}, span)
-                if s is not None:
-                    points.append(s)
+        points += _weighted_points(model, span, n_points, tie_break)
     front = non_dominated(points)
     return sorted(front, key=lambda p: (p.latency, p.energy_cost))
 
