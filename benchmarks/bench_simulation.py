@@ -159,7 +159,22 @@ def bench_compile() -> dict[str, dict[str, tuple[float, float]]]:
     return res
 
 
-def main(argv: list[str] | None = None) -> dict:
+HEADERS = [
+    "farm",
+    "servers",
+    "M events / CPU s",
+    "M events / wall s",
+    "ns / event",
+    "cost / event vs 100 servers",
+    "PAS efficiency",
+    "SimPy events / CPU s",
+    "compiled / SimPy",
+    "SimPy efficiency (95%)",
+]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; ``--quick`` replaces the sizes by tiny ones."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the script works")
     p.add_argument("--scales", default="1,10,100,1000", help="paper-100 scale factors")
@@ -176,16 +191,17 @@ def main(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     if a.quick:
         a.scales, a.epochs, a.rounds, a.simpy_epochs = "1,10", 20_000, 2, 1_000
-    do_compile = (not a.quick) if a.compile is None else a.compile
-    scales = [int(x) for x in a.scales.split(",")]
-    named = farms(scales)
+    return a
 
-    t0 = time.perf_counter()
-    floor = bench_floor(max(a.epochs, 100_000), a.rounds)
-    compiled = bench_compiled(named, a.epochs, a.rounds)
-    simpy = {name: bench_simpy(c, a.simpy_epochs) for name, c in named if c.n_servers <= 100}
-    ref = compiled.get("paper-100 x1", compiled["tiny"])[0].per_cpu_second
 
+def result_rows(
+    named: list[tuple[str, FarmConfig]],
+    compiled: dict[str, tuple[Rate, float, FarmSimulator]],
+    simpy: dict[str, tuple[Rate, float, float]],
+    floor: Rate,
+    ref: float,
+) -> list[list]:
+    """The table's rows (columns of :data:`HEADERS`): one per farm, then the RNG floor."""
     rows = []
     for name, c in named:
         rate, eff, _ = compiled[name]
@@ -197,42 +213,42 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             row += ["", "", ""]
         rows.append(row)
-    rows.append(
-        [
-            "RNG floor (same draws, empty loop)",
-            "",
-            floor.per_cpu_second / 1e6,
-            floor.per_wall_second / 1e6,
-            1e9 / floor.per_cpu_second,
-            "",
-            "",
-            "",
-            "",
-            "",
-        ]
+    floor_row = ["RNG floor (same draws, empty loop)", "", floor.per_cpu_second / 1e6]
+    floor_row += [floor.per_wall_second / 1e6, 1e9 / floor.per_cpu_second, "", "", "", "", ""]
+    rows.append(floor_row)
+    return rows
+
+
+def print_compile(comp: dict[str, dict[str, tuple[float, float]]]) -> None:
+    """The first-call times of :func:`bench_compile`, one row per step, one column per cache."""
+    print("\nfirst-call times in a fresh process (CPU s / wall s):\n")
+    keys = list(next(iter(comp.values())))
+    print(
+        table(
+            ["step", *comp],
+            [[k, *[f"{comp[c][k][0]:.1f} / {comp[c][k][1]:.1f}" for c in comp]] for k in keys],
+        )
     )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse_args(argv)
+    do_compile = (not a.quick) if a.compile is None else a.compile
+    scales = [int(x) for x in a.scales.split(",")]
+    named = farms(scales)
+
+    t0 = time.perf_counter()
+    floor = bench_floor(max(a.epochs, 100_000), a.rounds)
+    compiled = bench_compiled(named, a.epochs, a.rounds)
+    simpy = {name: bench_simpy(c, a.simpy_epochs) for name, c in named if c.n_servers <= 100}
+    ref = compiled.get("paper-100 x1", compiled["tiny"])[0].per_cpu_second
+    rows = result_rows(named, compiled, simpy, floor, ref)
     largest = named[-1][0]
     growth = ref / compiled[largest][0].per_cpu_second
 
     print(f"# bench_simulation ({command_line()})\n")
     print(f"machine: {machine()}\n")
-    print(
-        table(
-            [
-                "farm",
-                "servers",
-                "M events / CPU s",
-                "M events / wall s",
-                "ns / event",
-                "cost / event vs 100 servers",
-                "PAS efficiency",
-                "SimPy events / CPU s",
-                "compiled / SimPy",
-                "SimPy efficiency (95%)",
-            ],
-            rows,
-        )
-    )
+    print(table(HEADERS, rows))
     print(f"\ncost per event, {largest} vs paper-100: {growth:.2f}x")
     result = {
         "command": command_line(),
@@ -247,14 +263,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if do_compile:
         comp = bench_compile()
-        print("\nfirst-call times in a fresh process (CPU s / wall s):\n")
-        keys = list(next(iter(comp.values())))
-        print(
-            table(
-                ["step", *comp],
-                [[k, *[f"{comp[c][k][0]:.1f} / {comp[c][k][1]:.1f}" for c in comp]] for k in keys],
-            )
-        )
+        print_compile(comp)
         result["compile"] = comp
     print(f"\n(took {time.perf_counter() - t0:.0f} s)")
     write_json(a.json, result)

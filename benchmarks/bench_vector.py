@@ -7,10 +7,9 @@ Actions are uniform per env (often masked out and replaced by the PAS fallback),
 from ``action_space.sample()`` into a pool the loops cycle through, so the rates are the envs'
 (one row adds the cost of calling ``venv.action_space.sample()`` every step, as the CartPole
 comparison of ``bench_env_step.py`` does). Rates are decision epochs (env steps summed over
-envs) per second; the
-serial kernel is timed in thread CPU time, the ``parallel=True`` one (numba threads, 2 cores
-here) in wall time and process CPU time. The SB3 adapter (``envs.vector.SB3VecEnvAdapter``,
-which builds a Python info dict per env per step) is timed too.
+envs) per second; the serial kernel is timed in thread CPU time, the ``parallel=True`` one
+(numba threads) in wall time and process CPU time. The SB3 adapter
+(``envs.vector.SB3VecEnvAdapter``, which builds a Python info dict per env per step) is timed too.
 
 ``python -m benchmarks.bench_vector`` or ``--quick``.
 """
@@ -21,6 +20,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -71,7 +71,11 @@ def measure_parallel(fn) -> tuple[float, float, float]:
     return units, time.perf_counter() - w0, time.process_time() - c0
 
 
-def main(argv: list[str] | None = None) -> dict:
+KEYS = ("native", "native parallel", "native + sample()", "group", "sync", "single", "sb3")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; ``--quick`` replaces the sizes by tiny ones."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--num-envs", type=int, default=64)
@@ -82,50 +86,77 @@ def main(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     if a.quick:
         a.num_envs, a.steps, a.rounds = 8, 50, 2
-    n = a.num_envs
-    t0 = time.perf_counter()
-    kw = {"scenario": a.scenario}
-    native = gym.make_vec(
-        "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
-    )
-    par = gym.make_vec(
-        "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", parallel=True, **kw
-    )
-    group = gym.make_vec(
-        "ServerFarmGroup-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
-    )
-    sync = gym.make_vec("ServerFarm-v0", num_envs=n, vectorization_mode="sync", **kw)
-    single = gym.make("ServerFarm-v0", **kw)
+    return a
+
+
+def make_envs(n: int, scenario: str) -> dict[str, Any]:
+    """The envs compared, by role: native, par, group, sync (vector envs), single and sb3."""
+    kw = {"scenario": scenario}
     from envs.vector import SB3VecEnvAdapter
 
-    sb3 = SB3VecEnvAdapter(num_envs=n, **kw)
+    return {
+        "native": gym.make_vec(
+            "ServerFarm-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+        ),
+        "par": gym.make_vec(
+            "ServerFarm-v0",
+            num_envs=n,
+            vectorization_mode="vector_entry_point",
+            parallel=True,
+            **kw,
+        ),
+        "group": gym.make_vec(
+            "ServerFarmGroup-v0", num_envs=n, vectorization_mode="vector_entry_point", **kw
+        ),
+        "sync": gym.make_vec("ServerFarm-v0", num_envs=n, vectorization_mode="sync", **kw),
+        "single": gym.make("ServerFarm-v0", **kw),
+        "sb3": SB3VecEnvAdapter(num_envs=n, **kw),
+    }
+
+
+def warm_up(e: dict[str, Any]) -> dict[str, list]:
+    """Seed every env, draw its action pool and run a few steps (compiles the kernels)."""
     acts = {}
-    for i, v in enumerate((native, par, group, sync)):
+    for i, k in enumerate(("native", "par", "group", "sync")):
+        v = e[k]
         v.reset(seed=100 * i)
         v.action_space.seed(i)
-        acts[id(v)] = pool(v.action_space)
-        vec_loop(v, 20, acts[id(v)])  # compile, warm up
+        acts[k] = pool(v.action_space)
+        vec_loop(v, 20, acts[k])  # compile, warm up
+    single = e["single"]
     single.reset(seed=7)
     single.action_space.seed(7)
-    single_acts = pool(single.action_space, 1024)
-    single_loop(single, 200, single_acts)
-    sb3.seed(3)
-    sb3.reset()
-    sb3_acts = pool(native.action_space)
-    sb3_loop(sb3, 20, sb3_acts)
+    acts["single"] = pool(single.action_space, 1024)
+    single_loop(single, 200, acts["single"])
+    e["sb3"].seed(3)
+    e["sb3"].reset()
+    acts["sb3"] = pool(e["native"].action_space)
+    sb3_loop(e["sb3"], 20, acts["sb3"])
+    return acts
 
-    keys = ("native", "native parallel", "native + sample()", "group", "sync", "single", "sb3")
-    rates = {k: Rate(k) for k in keys}
-    for _ in range(a.rounds):
-        rates["native"].add(*measure(lambda: vec_loop(native, a.steps, acts[id(native)])))
+
+def time_rounds(
+    e: dict[str, Any], acts: dict[str, list], n: int, steps: int, rounds: int
+) -> dict[str, Rate]:
+    """Rate per row of :data:`KEYS`, the rows interleaved round by round."""
+    rates = {k: Rate(k) for k in KEYS}
+    for _ in range(rounds):
+        rates["native"].add(*measure(lambda: vec_loop(e["native"], steps, acts["native"])))
         rates["native parallel"].add(
-            *measure_parallel(lambda: vec_loop(par, a.steps, acts[id(par)]))
+            *measure_parallel(lambda: vec_loop(e["par"], steps, acts["par"]))
         )
-        rates["native + sample()"].add(*measure(lambda: vec_loop(native, a.steps)))
-        rates["group"].add(*measure(lambda: vec_loop(group, a.steps, acts[id(group)])))
-        rates["sync"].add(*measure(lambda: vec_loop(sync, max(a.steps // 10, 5), acts[id(sync)])))
-        rates["single"].add(*measure(lambda: single_loop(single, a.steps * n // 10, single_acts)))
-        rates["sb3"].add(*measure(lambda: sb3_loop(sb3, max(a.steps // 4, 5), sb3_acts)))
+        rates["native + sample()"].add(*measure(lambda: vec_loop(e["native"], steps)))
+        rates["group"].add(*measure(lambda: vec_loop(e["group"], steps, acts["group"])))
+        rates["sync"].add(*measure(lambda: vec_loop(e["sync"], max(steps // 10, 5), acts["sync"])))
+        rates["single"].add(
+            *measure(lambda: single_loop(e["single"], steps * n // 10, acts["single"]))
+        )
+        rates["sb3"].add(*measure(lambda: sb3_loop(e["sb3"], max(steps // 4, 5), acts["sb3"])))
+    return rates
+
+
+def print_rates(rates: dict[str, Rate], n: int) -> None:
+    """The table: each row's rates and how much faster the serial native env is."""
     nat = rates["native"].per_cpu_second
     labels = {
         "native": f"native vector env, {n} envs, serial kernel",
@@ -150,8 +181,18 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print(
         "\n(parallel row: CPU s = process CPU time of all threads; its wall rate is what the "
-        "threads buy on this machine)"
+        "threads buy on the machine in the header)"
     )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse_args(argv)
+    n = a.num_envs
+    t0 = time.perf_counter()
+    e = make_envs(n, a.scenario)
+    acts = warm_up(e)
+    rates = time_rounds(e, acts, n, a.steps, a.rounds)
+    print_rates(rates, n)
     print(f"\n(took {time.perf_counter() - t0:.0f} s)")
     result = {
         "command": command_line(),
@@ -160,8 +201,8 @@ def main(argv: list[str] | None = None) -> dict:
         "rates": {k: r.as_dict() for k, r in rates.items()},
     }
     write_json(a.json, result)
-    for v in (native, par, group, sync):
-        v.close()
+    for k in ("native", "par", "group", "sync"):
+        e[k].close()
     return result
 
 

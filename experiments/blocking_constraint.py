@@ -1,4 +1,4 @@
-"""Experiment 4 (issue 6): what does the no-blocking rule cost?
+"""Experiment 4: what does the no-blocking rule cost?
 
     nice python experiments/blocking_constraint.py --figure-dir docs/figures
     python experiments/blocking_constraint.py --quick --out /tmp/e4
@@ -222,7 +222,7 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser(NAME, "Cost of the no-blocking rule vs the relaxation (issue 6, exp. 4)")
+    p = base_parser(NAME, "Cost of the no-blocking rule vs the relaxation (experiment 4)")
     p.add_argument("--max-scale", type=int, default=None, help="sweep (c) up to f (15; quick 2)")
     p.add_argument("--replications", type=int, default=None, help="simulated PAS: 10 (quick 3)")
     p.add_argument("--horizon", type=int, default=None, help="simulated PAS: epochs (500000)")

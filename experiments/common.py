@@ -1,4 +1,4 @@
-"""Shared plumbing of the paper-reproduction experiments (issue 6): the command line, output files,
+"""Shared plumbing of the paper-reproduction experiments: the command line, output files,
 a process pool over arbitrary tasks, window lengths in model time, and ratio statistics.
 
 Every experiment script ``experiments/<name>.py`` has ``main(argv) -> report`` and the options

@@ -1,4 +1,4 @@
-"""Experiment 2 (issue 6): how does PAS's deviation from the relaxation bound shrink with size?
+"""Experiment 2: how does PAS's deviation from the relaxation bound shrink with size?
 
     nice python experiments/deviation_vs_size.py --figure-dir docs/figures
     python experiments/deviation_vs_size.py --quick --out /tmp/e2
@@ -144,8 +144,9 @@ def optimum_task(task: tuple[FarmConfig, int]) -> tuple[float | None, str | None
     return float(solve_pi(config, max_states=limit).value), None
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser(NAME, "PAS deviation from the relaxation bound vs farm size (issue 6, exp. 2)")
+def parse_settings(argv: Sequence[str] | None) -> tuple[Any, dict[str, Any]]:
+    """(parsed arguments, the settings of the run: the preset ``QUICK``/``FULL`` plus overrides)."""
+    p = base_parser(NAME, "PAS deviation from the relaxation bound vs farm size (experiment 2)")
     p.add_argument("--bases", default=None, help="comma-separated presets (default: 5 presets)")
     p.add_argument("--max-servers", type=int, default=None, help="largest target size (1e5)")
     p.add_argument("--replications", type=int, default=None, help="5 (quick 3)")
@@ -153,7 +154,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    help="minimum decision epochs per replication (1e6; quick 2e4)")  # fmt: skip
     p.add_argument("--max-opt-states", type=int, default=None, help="exact optimum limit (150000)")
     a = p.parse_args(argv)
-    t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     targets = [t for t in d["targets"] if a.max_servers is None or t <= a.max_servers]
     st = {
@@ -171,8 +171,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     if st["replications"] < 2:
         raise SystemExit("--replications: need at least 2 for a confidence interval")
+    return a, st
 
-    # plan every (base, f) point; the units of all points share one pool
+
+def plan_points(st: dict[str, Any]) -> list[dict[str, Any]]:
+    """One evaluation plan per (base farm, scale factor): ``{base, scale, config, plan}``."""
+    targets = st["targets"]
     points: list[dict[str, Any]] = []
     for base in st["bases"]:
         b = load_preset(base)
@@ -186,6 +190,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             warmup = durations_to_epochs(c, st["warmup_durations"], horizon // 10)
             plan = plan_evaluation(c, ["pas"], st["replications"], horizon, warmup, st["seed"])
             points.append({"base": base, "scale": f, "config": c, "plan": plan})
+    return points
+
+
+def run_points(
+    points: Sequence[dict[str, Any]], st: dict[str, Any]
+) -> tuple[list[tuple[float | None, str | None]], list[Any]]:
+    """(exact optimum per point, the simulation results of all points' units in plan order).
+
+    The units of all points share one pool, so a small point does not wait for a large one.
+    """
     # exact optima first (policy iteration, tens of seconds for the largest chains)
     opts = parallel_map(optimum_task, [(pt["config"], st["max_opt_states"]) for pt in points],
                         st["workers"])  # fmt: skip
@@ -196,40 +210,67 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results: list[Any] = [None] * len(units)
     for i, r in zip(order, res_sorted, strict=True):
         results[i] = r
+    return opts, results
+
+
+def point_row(
+    pt: dict[str, Any], opt: float | None, opt_why: str | None, res: Sequence[Any]
+) -> dict[str, Any]:
+    """The table row of one point: PAS's efficiency and its deviations from bounds and optimum."""
+    c, plan = pt["config"], pt["plan"]
+    refs = reference_values(c, compute_optimum=False)
+    refs["optimum"] = None if opt is None else {"efficiency": opt, "method": "pi"}
+    rep = summarize_plan(plan, res, refs)
+    e = rep["policies"]["pas"]
+    eff, ci = e["efficiency"]["mean"], e["efficiency"]["ci95"]
+    bound = refs["upper_bound"]["efficiency"] if refs["upper_bound"] else None
+    details = relaxation_details(c)
+    loose = details.get("bound_loose")
+    return {
+        "base": pt["base"], "scale": pt["scale"], "n_servers": c.n_servers, "load": c.load,
+        "horizon": plan.horizon, "warmup": plan.warmup, "replications": plan.replications,
+        "pas_efficiency": eff, "pas_ci95": ci,
+        "pas_ci95_rel_pct": 100.0 * ci / eff if ci is not None else None,
+        "pas_blocking": e["blocking"]["mean"],
+        "bound": bound, "bound_reason": refs["upper_bound_reason"],
+        "deviation_pct": shortfall_pct(eff, bound),
+        "deviation_ci95": None if bound is None or ci is None else 100.0 * ci / bound,
+        "optimum": opt, "optimum_reason": opt_why,
+        **details,
+        "deviation_loose_pct": shortfall_pct(eff, loose),
+        "deviation_loose_ci95": None if loose is None or ci is None else 100.0 * ci / loose,
+        "gap_to_opt_pct": shortfall_pct(eff, opt),
+        "gap_to_opt_ci95": None if opt is None or ci is None else 100.0 * ci / opt,
+        "window_warnings": rep["warnings"],
+        "cpu_s": sum(r["wall_s"] for r in res),
+    }  # fmt: skip
+
+
+def print_rows(rows: Sequence[dict[str, Any]]) -> None:
+    """One console line per point: PAS, its deviation from the bounds and the optimum."""
+    for r in rows:
+        dev = r["deviation_pct"]
+        print(f"{r['base']:10s} N={r['n_servers']:<7d} PAS {r['pas_efficiency']:.5f} "
+              f"± {r['pas_ci95']:.5f}  dev "
+              + ("n/a" if dev is None else f"{dev:.3f} ± {r['deviation_ci95']:.3f}%")
+              + ("" if r["deviation_loose_pct"] is None
+                 else f" (loose {r['deviation_loose_pct']:.3f}%)")
+              + ("" if r["gap_to_opt_pct"] is None else f"  to opt {r['gap_to_opt_pct']:.3f}%"))  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    a, st = parse_settings(argv)
+    t0 = time.perf_counter()
+    points = plan_points(st)
+    opts, results = run_points(points, st)
     t_sim = time.perf_counter() - t0
 
     rows: list[dict[str, Any]] = []
     i = 0
     for pt, (opt, opt_why) in zip(points, opts, strict=True):
-        c, plan = pt["config"], pt["plan"]
-        res = results[i : i + len(plan.units)]
-        i += len(plan.units)
-        refs = reference_values(c, compute_optimum=False)
-        refs["optimum"] = None if opt is None else {"efficiency": opt, "method": "pi"}
-        rep = summarize_plan(plan, res, refs)
-        e = rep["policies"]["pas"]
-        eff, ci = e["efficiency"]["mean"], e["efficiency"]["ci95"]
-        bound = refs["upper_bound"]["efficiency"] if refs["upper_bound"] else None
-        details = relaxation_details(c)
-        loose = details.get("bound_loose")
-        rows.append({
-            "base": pt["base"], "scale": pt["scale"], "n_servers": c.n_servers, "load": c.load,
-            "horizon": plan.horizon, "warmup": plan.warmup, "replications": plan.replications,
-            "pas_efficiency": eff, "pas_ci95": ci,
-            "pas_ci95_rel_pct": 100.0 * ci / eff if ci is not None else None,
-            "pas_blocking": e["blocking"]["mean"],
-            "bound": bound, "bound_reason": refs["upper_bound_reason"],
-            "deviation_pct": shortfall_pct(eff, bound),
-            "deviation_ci95": None if bound is None or ci is None else 100.0 * ci / bound,
-            "optimum": opt, "optimum_reason": opt_why,
-            **details,
-            "deviation_loose_pct": shortfall_pct(eff, loose),
-            "deviation_loose_ci95": None if loose is None or ci is None else 100.0 * ci / loose,
-            "gap_to_opt_pct": shortfall_pct(eff, opt),
-            "gap_to_opt_ci95": None if opt is None or ci is None else 100.0 * ci / opt,
-            "window_warnings": rep["warnings"],
-            "cpu_s": sum(r["wall_s"] for r in res),
-        })  # fmt: skip
+        n_units = len(pt["plan"].units)
+        rows.append(point_row(pt, opt, opt_why, results[i : i + n_units]))
+        i += n_units
     summary = summarize(rows, st["bases"])
     report = {
         "experiment": NAME,
@@ -242,14 +283,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     write_outputs(a.out, NAME, report, rows, lambda path: plot(rows, st["bases"], path),
                   a.figure_dir)  # fmt: skip
-    for r in rows:
-        dev = r["deviation_pct"]
-        print(f"{r['base']:10s} N={r['n_servers']:<7d} PAS {r['pas_efficiency']:.5f} "
-              f"± {r['pas_ci95']:.5f}  dev "
-              + ("n/a" if dev is None else f"{dev:.3f} ± {r['deviation_ci95']:.3f}%")
-              + ("" if r["deviation_loose_pct"] is None
-                 else f" (loose {r['deviation_loose_pct']:.3f}%)")
-              + ("" if r["gap_to_opt_pct"] is None else f"  to opt {r['gap_to_opt_pct']:.3f}%"))  # fmt: skip
+    print_rows(rows)
     return report
 
 

@@ -1,4 +1,4 @@
-"""The generalist zero-shot (issue 13): held-out small farms exactly, presets by simulation.
+"""The generalist zero-shot: held-out small farms exactly, presets by simulation.
 
     nice python experiments/generalist_eval.py --figure-dir docs/figures      # 100 farms + presets
     python experiments/generalist_eval.py --quick --out /tmp/g                # CI-sized
@@ -174,7 +174,7 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser(NAME, "The generalist zero-shot against PAS and the optimum (issue 13)")
+    p = base_parser(NAME, "The generalist zero-shot against PAS and the optimum")
     p.add_argument("--model", default=str(SHIPPED_MODEL), help="generalist .pt file")
     p.add_argument("--n-farms", type=int, default=None, help="held-out small farms (100; quick 4)")
     p.add_argument("--presets", default=None, help="comma-separated presets (quick: tiny)")

@@ -1,4 +1,4 @@
-"""Fine-tuning the generalist on one farm, three ways, measured exactly (issue 13's last target).
+"""Fine-tuning the generalist on one farm, three ways, measured exactly.
 
     OMP_NUM_THREADS=1 python experiments/generalist_finetune.py          # 10 farms, ~10 CPU-min
     python experiments/generalist_finetune.py --quick --out /tmp/f          # CI-sized

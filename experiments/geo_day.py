@@ -1,4 +1,4 @@
-"""Day-long evaluation of geo routing policies on the ``geo-us-eu`` preset (issue 5, docs/pdr.md).
+"""Day-long evaluation of geo routing policies on the ``geo-us-eu`` preset (docs/pdr.md).
 
     python experiments/geo_day.py --workers 2              # full run (~40 min on 2 cores)
     python experiments/geo_day.py --quick --out /tmp/geo   # CI-sized run (seconds)
@@ -496,95 +496,86 @@ def frontier_marks(geo: GeoConfig, interval: int, cost_margin: float) -> list[tu
     ]
 
 
-def run(
-    a: argparse.Namespace, reps: int, policies: list[str], config: FarmConfig
-) -> dict[str, Any]:
-    """The day-long evaluation of ``policies`` (options already validated)."""
-    ivl = a.interval_length
-    out = Path(a.out)
-    t0 = time.perf_counter()
-    geo = config.geo
+#: what each reported metric means (copied into every report, next to the numbers)
+DEFINITIONS = {
+    "latency": "simulated: mean over accepted jobs of delta_ij + the job's sojourn in "
+    "cluster j (Little's law per cluster and interval, exact occupancy integral) x "
+    "ms_per_time_unit[j], ms",
+    "latency_model": "mean over accepted jobs of delta_ij + pi_j(realised accepted rate "
+    "of cluster j in the interval), ms; pi_j = the scenario's processing-delay model",
+    "ms_per_time_unit": "base_ms_j x fastest single-job service rate of cluster j "
+    "(assumed: an unloaded job takes base_ms)",
+    "sojourn": "simulated mean time in the farm of accepted jobs (farm time units), "
+    "Little's law with the exact integral of the number of jobs",
+    "energy_cost": "price x PUE x IT energy over the day (the PDR energy cost)",
+    "energy": "IT energy over the day (no PUE)",
+    "total_cost": "energy_cost + network_cost",
+    "jobs_per_money": "work / (energy_cost + network_cost)",
+    "jobs_per_energy_money": "work / energy_cost",
+    "over_dmax": "intervals whose simulated mean latency exceeds D_max",
+    "over_dmax_model": "intervals whose model latency exceeds D_max",
+    "saturated": "(interval, cluster) pairs whose realised load reached the raw "
+    "service rate (model delay infinite)",
+}
 
-    ppo_path = a.ppo
-    ppo_info: dict[str, Any] | None = None
-    if "ppo" in policies:
-        if ppo_path is None:
-            steps = a.ppo_steps if a.ppo_steps is not None else (1024 if a.quick else 300_000)
-            t1 = time.perf_counter()
-            ppo_path = str(
-                train_ppo(steps, a.ppo_interval_length, a.seed, out / "ppo_model.zip", a.quick)
-            )
-            ppo_info = {
-                "trained_here": True, "path": ppo_path, "total_timesteps": steps,
-                "train_interval_length": a.ppo_interval_length, "objective": "cost",
-                "action_mode": "group", "train_seconds": time.perf_counter() - t1,
-            }  # fmt: skip
-            print(f"ppo: trained {steps} steps in {ppo_info['train_seconds']:.0f} s -> {ppo_path}")
-        else:
-            ppo_info = {"trained_here": False, "path": ppo_path}
 
-    seeds = replication_seeds(a.seed, reps)
-    units = [
-        (name, r, s, ppo_path, ivl, a.cost_margin) for name in policies for r, s in enumerate(seeds)
-    ]
-    if a.workers > 1:
+def ppo_model(
+    a: argparse.Namespace, policies: list[str], out: Path
+) -> tuple[str | None, dict[str, Any] | None]:
+    """(path of the PPO model to evaluate, what the report says about it); trains one if needed."""
+    if "ppo" not in policies:
+        return a.ppo, None
+    if a.ppo is not None:
+        return a.ppo, {"trained_here": False, "path": a.ppo}
+    steps = a.ppo_steps if a.ppo_steps is not None else (1024 if a.quick else 300_000)
+    t1 = time.perf_counter()
+    ppo_path = str(train_ppo(steps, a.ppo_interval_length, a.seed, out / "ppo_model.zip", a.quick))
+    ppo_info = {
+        "trained_here": True, "path": ppo_path, "total_timesteps": steps,
+        "train_interval_length": a.ppo_interval_length, "objective": "cost",
+        "action_mode": "group", "train_seconds": time.perf_counter() - t1,
+    }  # fmt: skip
+    print(f"ppo: trained {steps} steps in {ppo_info['train_seconds']:.0f} s -> {ppo_path}")
+    return ppo_path, ppo_info
+
+
+def run_day_units(units: list[tuple], workers: int) -> list[dict[str, Any]]:
+    """Every (policy, replication) day, in a process pool when ``workers > 1``."""
+    if workers > 1:
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn")) as ex:
-            results = list(ex.map(_unit, units))
-    else:
-        results = [_unit(u) for u in units]
-    plans = {
-        name: pdr_plan(
-            geo, list(cached_policy(name, None, ivl, a.cost_margin)[1].solutions.values())
-        )
-        for name in ("pdr-pas", "pdr-pas-cost")
-        if name in policies
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+            return list(ex.map(_unit, units))
+    return [_unit(u) for u in units]
+
+
+def run_settings(
+    a: argparse.Namespace, reps: int, seeds: list[int], config: FarmConfig
+) -> dict[str, Any]:
+    """The report's ``settings`` block: what the run used."""
+    geo = config.geo
+    return {
+        "scenario": geo.name,
+        "n_intervals": geo.n_intervals,
+        "interval_length": float(config.interval_length),
+        "replications": reps,
+        "seed": a.seed,
+        "seeds": seeds,
+        "quick": bool(a.quick),
+        "d_min_ms": geo.d_min,
+        "d_max_ms": geo.d_max,
+        "cost_margin": a.cost_margin,
+        "cost_weights": COST_WEIGHTS,
+        "ms_per_time_unit": ms_per_time_unit(geo).tolist(),
+        "confidence": 0.95,
+        "interval": "Student-t over replications",
+        "common_random_numbers": True,
+        "clusters": list(geo.cluster_names),
     }
-    report = {
-        "settings": {
-            "scenario": geo.name,
-            "n_intervals": geo.n_intervals,
-            "interval_length": float(config.interval_length),
-            "replications": reps,
-            "seed": a.seed,
-            "seeds": seeds,
-            "quick": bool(a.quick),
-            "d_min_ms": geo.d_min,
-            "d_max_ms": geo.d_max,
-            "cost_margin": a.cost_margin,
-            "cost_weights": COST_WEIGHTS,
-            "ms_per_time_unit": ms_per_time_unit(geo).tolist(),
-            "confidence": 0.95,
-            "interval": "Student-t over replications",
-            "common_random_numbers": True,
-            "clusters": list(geo.cluster_names),
-        },
-        "definitions": {
-            "latency": "simulated: mean over accepted jobs of delta_ij + the job's sojourn in "
-            "cluster j (Little's law per cluster and interval, exact occupancy integral) x "
-            "ms_per_time_unit[j], ms",
-            "latency_model": "mean over accepted jobs of delta_ij + pi_j(realised accepted rate "
-            "of cluster j in the interval), ms; pi_j = the scenario's processing-delay model",
-            "ms_per_time_unit": "base_ms_j x fastest single-job service rate of cluster j "
-            "(assumed: an unloaded job takes base_ms)",
-            "sojourn": "simulated mean time in the farm of accepted jobs (farm time units), "
-            "Little's law with the exact integral of the number of jobs",
-            "energy_cost": "price x PUE x IT energy over the day (the PDR energy cost)",
-            "energy": "IT energy over the day (no PUE)",
-            "total_cost": "energy_cost + network_cost",
-            "jobs_per_money": "work / (energy_cost + network_cost)",
-            "jobs_per_energy_money": "work / energy_cost",
-            "over_dmax": "intervals whose simulated mean latency exceeds D_max",
-            "over_dmax_model": "intervals whose model latency exceeds D_max",
-            "saturated": "(interval, cluster) pairs whose realised load reached the raw "
-            "service rate (model delay infinite)",
-        },
-        "ppo": ppo_info,
-        "pdr_plans": plans,
-        "policies": summarise(results, policies),
-        "wall_time_s": time.perf_counter() - t0,
-    }
+
+
+def write_day_report(report: dict[str, Any], out: Path) -> None:
+    """geo_day.json, geo_day.md (the table, also printed) and geo_day.png under ``out``."""
     from evaluation.report import atomic_write, to_json
 
     atomic_write(out / "geo_day.json", to_json(report))
@@ -593,6 +584,38 @@ def run(
     plot_day(report, out / "geo_day.png")
     print(table)
     print(f"wrote {out / 'geo_day.json'}, {out / 'geo_day.md'}, {out / 'geo_day.png'}")
+
+
+def run(
+    a: argparse.Namespace, reps: int, policies: list[str], config: FarmConfig
+) -> dict[str, Any]:
+    """The day-long evaluation of ``policies`` (options already validated)."""
+    ivl = a.interval_length
+    out = Path(a.out)
+    t0 = time.perf_counter()
+    geo = config.geo
+    ppo_path, ppo_info = ppo_model(a, policies, out)
+    seeds = replication_seeds(a.seed, reps)
+    units = [
+        (name, r, s, ppo_path, ivl, a.cost_margin) for name in policies for r, s in enumerate(seeds)
+    ]
+    results = run_day_units(units, a.workers)
+    plans = {
+        name: pdr_plan(
+            geo, list(cached_policy(name, None, ivl, a.cost_margin)[1].solutions.values())
+        )
+        for name in ("pdr-pas", "pdr-pas-cost")
+        if name in policies
+    }
+    report = {
+        "settings": run_settings(a, reps, seeds, config),
+        "definitions": DEFINITIONS,
+        "ppo": ppo_info,
+        "pdr_plans": plans,
+        "policies": summarise(results, policies),
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    write_day_report(report, out)
     return report
 
 

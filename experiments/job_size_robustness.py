@@ -1,4 +1,4 @@
-"""Experiment 3 (issue 6): is PAS's efficiency insensitive to the job-size distribution?
+"""Experiment 3: is PAS's efficiency insensitive to the job-size distribution?
 
     nice python experiments/job_size_robustness.py --figure-dir docs/figures
     python experiments/job_size_robustness.py --quick --out /tmp/e3
@@ -63,15 +63,15 @@ QUICK = {"farms": ("tiny", "small-3"), "sizes": ("exponential", "deterministic",
 CTMC_MAX = 20_000
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = base_parser(NAME, "PAS under non-exponential job sizes (issue 6, exp. 3)")
+def parse_settings(argv: Sequence[str] | None) -> tuple[Any, dict[str, Any]]:
+    """(parsed arguments, the settings of the run: the preset ``QUICK``/``FULL`` plus overrides)."""
+    p = base_parser(NAME, "PAS under non-exponential job sizes (experiment 3)")
     p.add_argument("--farms", default=None, help="comma-separated presets")
     p.add_argument("--sizes", default=None, help=f"comma-separated labels of {list(SIZES)}")
     p.add_argument("--replications", type=int, default=None, help="10 (quick 3)")
     p.add_argument("--min-epochs", type=int, default=None,
                    help="minimum decision epochs per replication (5e5; quick 2e4)")  # fmt: skip
     a = p.parse_args(argv)
-    t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     st = {
         "farms": [s.strip() for s in a.farms.split(",")] if a.farms else list(d["farms"]),
@@ -92,7 +92,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if st["replications"] < 2:
         raise SystemExit("--replications: need at least 2 for a confidence interval")
     st["size_specs"] = {k: SIZES[k] for k in st["sizes"]}
+    return a, st
 
+
+def plan_points(st: dict[str, Any]) -> list[dict[str, Any]]:
+    """One evaluation plan per (farm, job-size distribution): ``{"farm", "size", "plan"}``."""
     points = []
     for farm in st["farms"]:
         base = load_preset(farm)
@@ -103,30 +107,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             c = base.with_job_size(SIZES[label])
             plan = plan_evaluation(c, ["pas"], st["replications"], horizon, warmup, st["seed"])
             points.append({"farm": farm, "size": label, "plan": plan})
-    units = [u for pt in points for u in pt["plan"].units]
-    results = run_units(units, st["workers"], progress=False)
+    return points
 
-    rows: list[dict[str, Any]] = []
-    reps: dict[tuple[str, str], list[float]] = {}
-    i = 0
-    for pt in points:
-        plan = pt["plan"]
-        res = results[i : i + len(plan.units)]
-        i += len(plan.units)
-        refs = {"optimum": None, "upper_bound": None}
-        rep = summarize_plan(plan, res, refs)
-        e = rep["policies"]["pas"]
-        reps[(pt["farm"], pt["size"])] = [r["efficiency"] for r in e["replications"]]
-        rows.append({
-            "farm": pt["farm"], "size": pt["size"], "n_servers": plan.config.n_servers,
-            "load": plan.config.load, "horizon": plan.horizon, "warmup": plan.warmup,
-            "replications": plan.replications,
-            "pas_efficiency": e["efficiency"]["mean"], "pas_ci95": e["efficiency"]["ci95"],
-            "pas_ci95_rel_pct": 100.0 * e["efficiency"]["ci95"] / e["efficiency"]["mean"],
-            "pas_blocking": e["blocking"]["mean"],
-            "window_warnings": rep["warnings"],
-            "cpu_s": sum(r["wall_s"] for r in res),
-        })  # fmt: skip
+
+def point_row(pt: dict[str, Any], res: Sequence[Any]) -> tuple[dict[str, Any], list[float]]:
+    """(the table row of one point, its per-replication efficiencies for the paired gaps)."""
+    plan = pt["plan"]
+    refs = {"optimum": None, "upper_bound": None}
+    rep = summarize_plan(plan, res, refs)
+    e = rep["policies"]["pas"]
+    row = {
+        "farm": pt["farm"], "size": pt["size"], "n_servers": plan.config.n_servers,
+        "load": plan.config.load, "horizon": plan.horizon, "warmup": plan.warmup,
+        "replications": plan.replications,
+        "pas_efficiency": e["efficiency"]["mean"], "pas_ci95": e["efficiency"]["ci95"],
+        "pas_ci95_rel_pct": 100.0 * e["efficiency"]["ci95"] / e["efficiency"]["mean"],
+        "pas_blocking": e["blocking"]["mean"],
+        "window_warnings": rep["warnings"],
+        "cpu_s": sum(r["wall_s"] for r in res),
+    }  # fmt: skip
+    return row, [r["efficiency"] for r in e["replications"]]
+
+
+def add_changes(rows: Sequence[dict[str, Any]], reps: dict[tuple[str, str], list[float]]) -> None:
+    """Each row's paired change vs the exponential reference of its farm (replications share
+    seeds); the exponential rows are also checked against the exact CTMC value when small."""
     for r in rows:
         g = paired_gap_pct(reps[(r["farm"], r["size"])], reps[(r["farm"], "exponential")])
         r["change_vs_exponential_pct"] = g["mean"] if r["size"] != "exponential" else 0.0
@@ -138,6 +143,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 r["exact_within_ci"] = (
                     abs(r["exact_exponential"] - r["pas_efficiency"]) <= r["pas_ci95"]
                 )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    a, st = parse_settings(argv)
+    t0 = time.perf_counter()
+    points = plan_points(st)
+    units = [u for pt in points for u in pt["plan"].units]
+    results = run_units(units, st["workers"], progress=False)
+
+    rows: list[dict[str, Any]] = []
+    reps: dict[tuple[str, str], list[float]] = {}
+    i = 0
+    for pt in points:
+        n_units = len(pt["plan"].units)
+        row, reps[(pt["farm"], pt["size"])] = point_row(pt, results[i : i + n_units])
+        rows.append(row)
+        i += n_units
+    add_changes(rows, reps)
     summary = summarize(rows, st["sizes"])
     report = {
         "experiment": NAME,

@@ -1,5 +1,5 @@
 """Lean masked PPO (``agents.ppo.algorithm``): which criterion learns better per step, what PAS
-initialisation buys, and what the fast defaults reach on paper-100 (issue 12, part 2 groundwork).
+initialisation buys, and what the fast defaults reach on paper-100.
 
 ``criteria``: on small farms with an exact evaluation (tiny in server actions, pas-gap in group
 actions), the discounted criterion with the farm-derived discount (``gamma="auto"``: a horizon

@@ -1,4 +1,4 @@
-"""Experiment 1 (issue 6): is PAS near-optimal on small random farms?
+"""Experiment 1: is PAS near-optimal on small random farms?
 
     nice python experiments/pas_vs_optimum.py --figure-dir docs/figures     # 200 farms
     python experiments/pas_vs_optimum.py --quick --out /tmp/e1              # CI-sized
@@ -74,7 +74,7 @@ QUICK = {"n_farms": 6, "max_opt_states": 3_000, "ctmc_max_states": 3_000,
 
 
 def build_parser():
-    p = base_parser(NAME, "PAS vs the exact optimum on small random farms (issue 6, exp. 1)")
+    p = base_parser(NAME, "PAS vs the exact optimum on small random farms (experiment 1)")
     p.add_argument("--n-farms", type=int, default=None, help="farms (seeds 0..n-1); 200 (quick 6)")
     p.add_argument(
         "--max-opt-states",
