@@ -440,7 +440,7 @@ def _epsilon_points(
     mixes: Sequence[float],
     tie_break: float,
 ) -> list[PDRSolution]:
-    """Epsilon-constraint points: L_ave bounds between the anchors, each minimising a E + (1-a) N."""
+    """Epsilon-constraint points: L_ave bounds between the anchors, each min. ``a E + (1-a) N``."""
     lat_lo = min(p.latency_lp for p in anchors)
     lat_hi = max(p.latency_lp for p in anchors)
     start = max(lat_lo, min(model.geo.d_min, lat_hi))

@@ -1,10 +1,10 @@
-"""End-to-end training speed: env steps per CPU second of masked PPO, today's settings against
+"""End-to-end training speed: env steps per CPU second of masked PPO, train.py's sb3 trainer against
 the fast path, measured in the same run (group actions, paper-100 and large-10k).
 
 Three trainers, each for a fixed number of env steps (whole rollouts, so every step is both
 collected and learnt from):
 
-* ``today``: sb3-contrib ``MaskablePPO`` on train.py's env stack (``DummyVecEnv`` of 4
+* ``sb3``: sb3-contrib ``MaskablePPO`` on train.py's env stack (``DummyVecEnv`` of 4
   ``TrainingWrapper(ServerFarmEnv)``), n_steps 1024, batch 64, 10 epochs, 64x64 MLP.
 * ``sb3-vec``: the same ``MaskablePPO`` on the native vector env through
   ``envs.vector.SB3VecEnvAdapter`` with the fast settings (64 envs x 256 steps, batch 4096,
@@ -12,7 +12,7 @@ collected and learnt from):
 * ``lean``: ``agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
-model it trained: ``today`` with ``evaluation.measure.simulated_efficiency`` (single envs, one decision
+model it trained: ``sb3`` with ``evaluation.measure.simulated_efficiency`` (single envs, one decision
 at a time) at train.py's settings, the fast path with ``evaluation.vector_eval`` (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
 ``agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
@@ -85,8 +85,8 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
     return out
 
 
-def run_today(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
-    """MaskablePPO with train.py's env stack and today's settings; (model, setup, learn)."""
+def run_sb3(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
+    """MaskablePPO with train.py's env stack and its settings; (model, setup, learn)."""
     import train
     from agents.ppo_sb3.train import make_vec_env, new_model
     from envs.scenarios import load_scenario
@@ -158,7 +158,7 @@ def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale
     cost = []
     for s in (scale, 2 * scale):
         with Clock() as c:
-            if kind == "today":
+            if kind == "sb3":
                 n = int(sched["eval_epochs"] * s)
                 est = simulated_efficiency(
                     predict, config, "group", n_epochs=n, replications=sched["reps"]
@@ -187,22 +187,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     q = 4 if ns.quick else 1
-    steps = {"today": 8192 // q, "sb3-vec": 32768 // q, "lean": 4 * 16384 // q}
+    steps = {"sb3": 8192 // q, "sb3-vec": 32768 // q, "lean": 4 * 16384 // q}
     rows, results = [], {}
     for scenario in ns.scenarios.split(","):
         config = load_scenario(scenario)
         sched = SCHEDULE.get(scenario, SCHEDULE["paper-100"])
         print(f"{scenario}: training ...", flush=True)
-        today, _, t_learn = run_today(scenario, steps["today"])
+        sb3_model, _, t_learn = run_sb3(scenario, steps["sb3"])
         _, _, s_learn = run_sb3_vec(scenario, steps["sb3-vec"], ns.profile)
         lean, _, l_learn = run_lean(scenario, steps["lean"], ns.profile)
-        e_today = time_eval("today", model_predictor(today), config, sched, ns.eval_scale)
+        e_sb3 = time_eval("sb3", model_predictor(sb3_model), config, sched, ns.eval_scale)
         e_fast = time_eval("fast", numpy_predictor(lean.policy), config, sched, ns.eval_scale)
         n_evals = sched["total"] // sched["eval_freq"]
         final_x = 2 * sched["final_epochs"] / sched["eval_epochs"]  # best + final model
         res = {}
         for name, clock, n, ev in (
-            ("today", t_learn, t_learn.steps, e_today),
+            ("sb3", t_learn, t_learn.steps, e_sb3),
             ("sb3-vec", s_learn, s_learn.steps, e_fast),
             ("lean", l_learn, l_learn.steps, e_fast),
         ):
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "eval_cpu_s": ev, "schedule_per_cpu_s": sched["total"] / run_cpu,
                 "schedule_cpu_s": run_cpu,
             }  # fmt: skip
-        base = res["today"]
+        base = res["sb3"]
         for name, r in res.items():
             rows.append([
                 scenario, name, r["steps"], r["train_per_cpu_s"], r["train_per_wall_s"],
@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"\n{command_line()}\nload average {mach['load_average_1_5_15']} on {mach['cores']} cores"
     )
     print(table(
-        ["scenario", "trainer", "steps", "train steps/CPU-s", "train steps/wall-s", "x today",
-         "1 eval CPU-s", "schedule steps/CPU-s", "x today"], rows,
+        ["scenario", "trainer", "steps", "train steps/CPU-s", "train steps/wall-s", "x sb3",
+         "1 eval CPU-s", "schedule steps/CPU-s", "x sb3"], rows,
     ))  # fmt: skip
     payload = {"machine": mach, "command": command_line(), "results": results}
     write_json(ns.json, payload)
