@@ -1,4 +1,4 @@
-"""Bad input never crashes, hangs or is silently changed (issue 14): every class of bad scenario
+"""Bad input never crashes, hangs or is silently changed: every class of bad scenario
 value, env argument and action is refused with a ValueError naming the field and the fix, and
 values at the limits are still accepted."""
 

@@ -1,4 +1,4 @@
-"""The envs package's own import graph (issue 11): no cycle between its modules (imports inside
+"""The envs package's own import graph: no cycle between its modules (imports inside
 functions count), no private name imported across modules, and envs/files.py the only reader of
 YAML/JSON. Read from the source with ``ast``, so nothing is imported."""
 

@@ -1,4 +1,4 @@
-"""Bad input to the scripts (issue 14, part 2): a one-line error naming the file or option and
+"""Bad input to the scripts: a one-line error naming the file or option and
 exit status 2, never a traceback; outputs checked before a run; files keep their permissions.
 
 The scripts are called in-process through their ``main`` (the same code path as the command

@@ -1,4 +1,4 @@
-"""The paper-reproduction experiments (issue 6): each script's ``--quick`` run writes well-formed
+"""The paper-reproduction experiments: each script's ``--quick`` run writes well-formed
 JSON / CSV / PNG with the expected fields, and the experiment-specific computations (the
 free-blocking optimum, the decay fits) are right on cases with known answers."""
 

@@ -1,4 +1,4 @@
-"""train.py --resume and interruptions (issue 14, part 2): the evaluation history and the best
+"""train.py --resume and interruptions: the evaluation history and the best
 model survive a resume, a damaged checkpoint falls back to the previous one, a total below the
 checkpoint is refused, and Ctrl-C saves the checkpoint of the latest rollout start (exit 130).
 
