@@ -31,6 +31,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from envs.config import FarmConfig
 from envs.observation import decode_group_action
@@ -103,6 +104,9 @@ class FarmRenderer:
         fps: frames per second of the human window.
     """
 
+    # the Agg canvas's saved static pixels (set by _build, which render() calls first)
+    _a_background: object | None
+
     def __init__(
         self,
         mode: str,
@@ -168,7 +172,8 @@ class FarmRenderer:
         fig.canvas.restore_region(self._a_background)
         for a in self._a_dyn:
             fig.draw_artist(a)
-        return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        frame: NDArray[np.uint8] = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        return frame  # a typed name: numpy's .copy() is untyped
 
     def _dyn(self, artist: Any) -> Any:
         """Register an artist that changes between frames (drawn in registration order)."""
@@ -226,6 +231,7 @@ class FarmRenderer:
         self._a_eff_ax = ax = fig.add_axes((0.735, 0.08, 0.25, 0.22))
         (self._a_eff_line,) = ax.plot([], [], color=_HIGHLIGHT, lw=1.5, label="this policy")
         self._dyn(self._a_eff_line)
+        assert self.pas_efficiency is not None  # render() computes it before the first layout
         ax.axhline(self.pas_efficiency, color="k", ls="--", lw=1, label="PAS")
         fig.legend(*ax.get_legend_handles_labels(), fontsize=7, frameon=False, ncols=2,
                    loc="lower right", bbox_to_anchor=(0.99, 0.30))  # fmt: skip
@@ -239,7 +245,9 @@ class FarmRenderer:
             for a in self._a_dyn:
                 a.set_animated(True)  # left out of full draws: the background
 
-    def _build_cells(self, env: ServerFarmEnv, farm: tuple, cols: int, cell_px: float) -> None:
+    def _build_cells(
+        self, env: ServerFarmEnv, farm: tuple[float, float, float, float], cols: int, cell_px: float
+    ) -> None:
         from matplotlib.collections import LineCollection
         from matplotlib.patches import Rectangle
 
@@ -291,7 +299,9 @@ class FarmRenderer:
             a.set_zorder(len(self._a_dyn))
             self._dyn(a)
 
-    def _build_histograms(self, env: ServerFarmEnv, farm: tuple) -> None:
+    def _build_histograms(
+        self, env: ServerFarmEnv, farm: tuple[float, float, float, float]
+    ) -> None:
         from matplotlib.patches import Rectangle
 
         c, fig = env.config, self._fig
@@ -360,7 +370,9 @@ class FarmRenderer:
         self._update_text(env, j, colour, d, st, eff)
         self._update_curve()
 
-    def _update_cells(self, env, allowed, colour, d) -> None:
+    def _update_cells(
+        self, env: ServerFarmEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+    ) -> None:
         c = env.config
         occ = env.occupancy
         frac = occ / c.buffers[c.server_group]
@@ -384,7 +396,9 @@ class FarmRenderer:
             self._a_chosen.set_xy(tuple(self._a_cell_xy[d.server]))
             self._a_chosen.set_linestyle("--" if d.fallback else "-")
 
-    def _update_histograms(self, env, allowed, colour, d) -> None:
+    def _update_histograms(
+        self, env: ServerFarmEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+    ) -> None:
         c = env.config
         counts = env.level_counts
         for k, bars in enumerate(self._a_bars):
@@ -403,7 +417,10 @@ class FarmRenderer:
                 mark.set_linestyle("none")
                 mark.set_markerfacecolor("none" if d.fallback else _HIGHLIGHT)
 
-    def _update_text(self, env, j, colour, d, st, eff) -> None:
+    def _update_text(
+        self, env: ServerFarmEnv, j: int, colour: str, d: Decision | None, st: dict[str, float],
+        eff: float,
+    ) -> None:  # fmt: skip
         c = env.config
         lines: list[tuple[str, str]] = []
         if j >= 0:

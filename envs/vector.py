@@ -54,12 +54,14 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import Box, Discrete
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+from numpy.typing import NDArray
 
 from envs import kernels as kn
 from envs.config import FarmConfig
@@ -127,21 +129,12 @@ class ServerFarmVectorEnv(VectorEnv):
         vector_kwargs: Mapping[str, Any] | None = None,
         slo_multiplier: float | None = None,
     ):
-        count_argument(num_envs, "num_envs", minimum=1)
-        if vector_kwargs:
-            unknown = sorted(set(vector_kwargs) - set(NATIVE_VECTOR_KWARGS))
-            if unknown:
-                raise ValueError(
-                    f"vector_kwargs: {unknown} not understood by the native vector env (it takes "
-                    f"{list(NATIVE_VECTOR_KWARGS)}); use vectorization_mode='sync' for those"
-                )
-            autoreset_mode = vector_kwargs.get("autoreset_mode", autoreset_mode)
+        # the vector env's own arguments first (the template env below checks the rest)
+        autoreset_mode = _check_vector_arguments(
+            num_envs, vector_kwargs, autoreset_mode, max_episode_steps, render_mode
+        )
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        if max_episode_steps is not None and int(max_episode_steps) < 0:
-            raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
-        if render_mode is not None:
-            raise ValueError(f"render_mode: the vector env does not render, got {render_mode!r}")
         # a template single env validates the arguments and builds spaces and packed buffers
         self._template = env = ServerFarmEnv(
             scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
@@ -165,6 +158,20 @@ class ServerFarmVectorEnv(VectorEnv):
         self.observation_space = batch_space(env.observation_space, n)
         self.action_space = batch_space(env.action_space, n)
 
+        self._build_buffers(env)
+        self._bind()
+        self._build_info_slots(objective)
+        self._ended = np.zeros(n, dtype=bool)  # DISABLED mode: truncated and not yet reset
+        self._eta_initialised = False
+        self._needs_reset = True
+        self.closed = False
+
+    def _build_buffers(self, env: ServerFarmEnv) -> None:
+        """The batched buffers: ``num_envs`` copies of the template env's packed row, and the
+        observation, mask and code arrays the kernels write to."""
+        n = self.num_envs
+        # the template's spaces are its action mode's own (a vector env has no token view)
+        assert isinstance(env.observation_space, Box) and isinstance(env.action_space, Discrete)
         IB, FB = env.packed_buffers
         ni = int(IB[0, kn.H_ILEN])
         self._ibuf = np.tile(IB, (n, 1))
@@ -175,8 +182,12 @@ class ServerFarmVectorEnv(VectorEnv):
         self._codes = np.zeros(n, dtype=np.int64)
         self._tag = env.sim.kind_tag
         self._rngs: list[np.random.Generator | None] = [None] * n
-        self._bind()
-        self._info_slots = _SCALAR_INFO
+
+    def _build_info_slots(self, objective: str) -> None:
+        """Which scalar info numbers to copy out of the packed rows, and the all-True ``_key``
+        masks Gymnasium's vector info convention pairs with every key."""
+        n = self.num_envs
+        self._info_slots: tuple[tuple[str, int], ...] = _SCALAR_INFO
         if objective == "cost":
             self._info_slots += (("cost", kn.X_COST), ("cost_efficiency", kn.X_COSTEFF))
         every = np.ones(n, dtype=bool)
@@ -190,10 +201,6 @@ class ServerFarmVectorEnv(VectorEnv):
             "invalid_actions",
         ]
         self._every = {"_" + k: every for k in keys}
-        self._ended = np.zeros(n, dtype=bool)  # DISABLED mode: truncated and not yet reset
-        self._eta_initialised = False
-        self._needs_reset = True
-        self.closed = False
 
     def _bind(self) -> None:
         """Derive the views of the packed buffers and one FarmSimulator per env viewing its row
@@ -206,7 +213,8 @@ class ServerFarmVectorEnv(VectorEnv):
         self._out = self._fbuf[:, o : o + kn.N_OUT + self.config.n_job_types]
         self.sims: list[FarmSimulator] = []
         for e in range(self.num_envs):
-            rng = self._rngs[e] if self._rngs[e] is not None else env.sim.rng
+            own = self._rngs[e]
+            rng = own if own is not None else env.sim.rng
             self.sims.append(FarmSimulator.from_buffers(
                 self.config, env.sim.general, self._ibuf[e, :ni], self._fbuf[e, :nf], rng
             ))  # fmt: skip
@@ -240,15 +248,16 @@ class ServerFarmVectorEnv(VectorEnv):
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [int(seed) + i for i in range(n)]
         else:
-            seeds = list(seed)
+            seeds = list(cast(Sequence[int | None], seed))  # the int seeds took the branch above
             if len(seeds) != n:
                 raise ValueError(f"seed: expected an int or {n} seeds, got {len(seeds)}")
         for e, s in enumerate(seeds):
             if not which[e]:
                 continue
-            if s is not None or self._rngs[e] is None:
-                self._rngs[e] = np.random.default_rng(s)
-            self.sims[e].rng = self._rngs[e]  # writes the pointers into the env's row
+            rng = self._rngs[e]
+            if s is not None or rng is None:
+                self._rngs[e] = rng = np.random.default_rng(s)
+            self.sims[e].rng = rng  # writes the pointers into the env's row
         if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
             self._template._init_eta()  # PAS's efficiency: the same for every env
             rows = which if self._eta_initialised else np.ones(n, dtype=bool)
@@ -287,7 +296,7 @@ class ServerFarmVectorEnv(VectorEnv):
         bool, a float, a string, a wrong shape or an index outside the action space is refused
         rather than truncated or wrapped. Bad indices are shown as given (uint64 included)."""
         a = np.asarray(actions)
-        n = int(self.single_action_space.n)
+        n = self._template._n_act
         if a.dtype.kind not in "iu" or a.shape not in ((self.num_envs,), (self.num_envs, 1)):
             raise ValueError(
                 f"actions: expected integers of shape ({self.num_envs},) (one index 0..{n - 1} "
@@ -398,9 +407,10 @@ class ServerFarmVectorEnv(VectorEnv):
         self._eib[:, kn.E_WARMUP] = w
         self._needs_reset = True
 
-    def action_masks(self) -> np.ndarray:
+    def action_masks(self) -> NDArray[np.bool_]:
         """``bool[num_envs, n_actions]``: valid actions of each env at its current epoch."""
-        return self._mask.copy()
+        masks: NDArray[np.bool_] = self._mask.copy()  # a typed name: numpy's .copy() is untyped
+        return masks
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Per-env results of ``name`` (``"action_masks"`` or an attribute of the settings)."""
@@ -425,9 +435,10 @@ class ServerFarmVectorEnv(VectorEnv):
         self._template.slo_multiplier = beta
 
     @property
-    def n_invalid(self) -> np.ndarray:
+    def n_invalid(self) -> NDArray[np.int64]:
         """Masked actions replaced by the fallback in each env's current episode."""
-        return self._eib[:, kn.E_NINV].copy()
+        counts: NDArray[np.int64] = self._eib[:, kn.E_NINV].copy()  # (.copy() is untyped)
+        return counts
 
     def close_extras(self, **kwargs: Any) -> None:
         self.closed = True
@@ -444,6 +455,30 @@ def _only(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
         v[~rows] = 0
         out[key], out["_" + key] = v, rows.copy()
     return out
+
+
+def _check_vector_arguments(
+    num_envs: int,
+    vector_kwargs: Mapping[str, Any] | None,
+    autoreset_mode: AutoresetMode | str,
+    max_episode_steps: int | None,
+    render_mode: str | None,
+) -> AutoresetMode | str:
+    """Refuse a vector-env argument it cannot honour; the autoreset mode ``vector_kwargs`` sets."""
+    count_argument(num_envs, "num_envs", minimum=1)
+    if vector_kwargs:
+        unknown = sorted(set(vector_kwargs) - set(NATIVE_VECTOR_KWARGS))
+        if unknown:
+            raise ValueError(
+                f"vector_kwargs: {unknown} not understood by the native vector env (it takes "
+                f"{list(NATIVE_VECTOR_KWARGS)}); use vectorization_mode='sync' for those"
+            )
+        autoreset_mode = vector_kwargs.get("autoreset_mode", autoreset_mode)
+    if max_episode_steps is not None and int(max_episode_steps) < 0:
+        raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
+    if render_mode is not None:
+        raise ValueError(f"render_mode: the vector env does not render, got {render_mode!r}")
+    return autoreset_mode
 
 
 def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
@@ -467,8 +502,8 @@ def bytes_per_env(env: ServerFarmEnv) -> int:
     """Memory one env of a vector env takes: its packed buffers, observation and mask rows,
     and its simulator view object."""
     IB, FB = env.packed_buffers
-    obs = int(np.prod(env.observation_space.shape)) * 4 if env.tokens is None else 0
-    return int(IB.nbytes + FB.nbytes) + obs + int(env.action_space.n) + _SIM_BYTES
+    obs = int(np.prod(env._OBS.shape)) * 4 if env.tokens is None else 0
+    return int(IB.nbytes + FB.nbytes) + obs + env._n_act + _SIM_BYTES
 
 
 def max_num_envs(env: ServerFarmEnv) -> int:
@@ -590,7 +625,7 @@ def _adapter_class() -> type:
         def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
             idx = list(self._get_indices(indices))
             if attr_name == "action_masks":
-                return [lambda i=i: self.venv._mask[i].copy() for i in idx]  # type: ignore[misc]
+                return [lambda i=i: self.venv._mask[i].copy() for i in idx]
             value = getattr(self.venv._template, attr_name)
             return [value for _ in idx]
 
@@ -605,7 +640,7 @@ def _adapter_class() -> type:
             method_name: str,
             *method_args: Any,
             indices: VecEnvIndices = None,
-            **method_kwargs,
+            **method_kwargs: Any,
         ) -> list[Any]:
             idx = list(self._get_indices(indices))
             if method_name == "action_masks":
