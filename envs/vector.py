@@ -54,7 +54,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -68,6 +68,12 @@ from envs.config import FarmConfig
 from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from envs.simulator import FarmSimulator
 from envs.validation import count_argument
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.vec_env import VecEnv as _VecEnvBase
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+else:  # the adapter's base class is added when it is built (_adapter_class)
+    _VecEnvBase = object
 
 #: bytes a FarmSimulator view object of one env costs beside its packed row (an upper bound of
 #: its attributes and NumPy views; the rows themselves are counted exactly)
@@ -550,13 +556,100 @@ def make_vec(
     )
 
 
-def _adapter_class() -> type:
-    """Build :class:`SB3VecEnvAdapter` (Stable-Baselines3, and with it torch, is imported only
-    when the adapter is first used: the vector env itself does not need it)."""
-    from stable_baselines3.common.vec_env import VecEnv
-    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+class _SB3AdapterMethods(_VecEnvBase):
+    """The methods of :class:`SB3VecEnvAdapter`, kept apart from the class itself so that
+    Stable-Baselines3 (and with it torch) is imported only when the adapter is first used."""
 
-    class SB3VecEnvAdapter(VecEnv):
+    def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
+        self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
+        if self.venv.autoreset_mode is not AutoresetMode.NEXT_STEP:
+            raise ValueError(
+                "venv: the adapter does SB3's own same-step reset on a vector env with "
+                f"autoreset_mode NEXT_STEP, got {self.venv.autoreset_mode}"
+            )
+        super().__init__(
+            self.venv.num_envs,
+            self.venv.single_observation_space,
+            self.venv.single_action_space,
+        )
+        self._actions = np.zeros(self.num_envs, dtype=np.int64)
+
+    def reset(self) -> np.ndarray:
+        seeds = self._seeds if any(s is not None for s in self._seeds) else None
+        obs, infos = self.venv.reset(seed=seeds)
+        self.reset_infos = self._info_dicts(infos)
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
+        dones = terminated | truncated
+        info_list = self._info_dicts(infos)
+        if dones.any():
+            # SB3 resets at once: reset the finished envs now (the vector env would at its next
+            # step), keep their last observation for bootstrapping
+            v = self.venv
+            kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones, v._tag)
+            reset_infos = self._info_dicts(v._infos())
+            for i in np.flatnonzero(dones):
+                info_list[i]["terminal_observation"] = obs[i].copy()
+                info_list[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                self.reset_infos[i] = reset_infos[i]
+                obs[i] = v._obs[i]
+        return obs, rewards, dones, info_list
+
+    @staticmethod
+    def _info_dicts(infos: dict[str, Any]) -> list[dict[str, Any]]:
+        keys = [k for k in infos if not k.startswith("_")]
+        cols = [infos[k].tolist() if k not in ("action_mask", "blocking_per_type") else infos[k]
+                for k in keys]  # fmt: skip
+        return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if attr_name == "action_masks":
+            return [lambda i=i: self.venv._mask[i].copy() for i in idx]
+        value = getattr(self.venv._template, attr_name)
+        return [value for _ in idx]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        raise AttributeError(
+            f"set_attr: the envs of a ServerFarmVectorEnv share their settings; build a new "
+            f"vector env to change {attr_name!r}"
+        )
+
+    def env_method(
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
+    ) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if method_name == "action_masks":
+            masks = self.venv._mask
+            return [masks[i].copy() for i in idx]
+        raise AttributeError(f"env_method: only 'action_masks' is supported, not {method_name!r}")
+
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+def _adapter_class() -> type:
+    """Build :class:`SB3VecEnvAdapter` on Stable-Baselines3's ``VecEnv`` (imported here, at the
+    adapter's first use: the vector env itself does not need it)."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    class SB3VecEnvAdapter(_SB3AdapterMethods, VecEnv):
         """A :class:`ServerFarmVectorEnv` as a Stable-Baselines3 ``VecEnv`` (for MaskablePPO).
 
         SB3's convention is *same-step* autoreset: when env ``i`` is done the returned observation is
@@ -569,91 +662,6 @@ def _adapter_class() -> type:
             venv: the vector env, or ``None`` to build one from ``kwargs``.
             **kwargs: arguments of :class:`ServerFarmVectorEnv` (``num_envs``, ``scenario``, ...).
         """
-
-        def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
-            self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
-            if self.venv.autoreset_mode is not AutoresetMode.NEXT_STEP:
-                raise ValueError(
-                    "venv: the adapter does SB3's own same-step reset on a vector env with "
-                    f"autoreset_mode NEXT_STEP, got {self.venv.autoreset_mode}"
-                )
-            super().__init__(
-                self.venv.num_envs,
-                self.venv.single_observation_space,
-                self.venv.single_action_space,
-            )
-            self._actions = np.zeros(self.num_envs, dtype=np.int64)
-
-        def reset(self) -> np.ndarray:
-            seeds = self._seeds if any(s is not None for s in self._seeds) else None
-            obs, infos = self.venv.reset(seed=seeds)
-            self.reset_infos = self._info_dicts(infos)
-            self._reset_seeds()
-            self._reset_options()
-            return obs
-
-        def step_async(self, actions: np.ndarray) -> None:
-            self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
-
-        def step_wait(self) -> VecEnvStepReturn:
-            obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
-            dones = terminated | truncated
-            info_list = self._info_dicts(infos)
-            if dones.any():
-                # SB3 resets at once: reset the finished envs now (the vector env would at its next
-                # step), keep their last observation for bootstrapping
-                v = self.venv
-                kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones, v._tag)
-                reset_infos = self._info_dicts(v._infos())
-                for i in np.flatnonzero(dones):
-                    info_list[i]["terminal_observation"] = obs[i].copy()
-                    info_list[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-                    self.reset_infos[i] = reset_infos[i]
-                    obs[i] = v._obs[i]
-            return obs, rewards, dones, info_list
-
-        @staticmethod
-        def _info_dicts(infos: dict[str, Any]) -> list[dict[str, Any]]:
-            keys = [k for k in infos if not k.startswith("_")]
-            cols = [infos[k].tolist() if k not in ("action_mask", "blocking_per_type") else infos[k]
-                    for k in keys]  # fmt: skip
-            return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
-
-        def close(self) -> None:
-            self.venv.close()
-
-        def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-            idx = list(self._get_indices(indices))
-            if attr_name == "action_masks":
-                return [lambda i=i: self.venv._mask[i].copy() for i in idx]
-            value = getattr(self.venv._template, attr_name)
-            return [value for _ in idx]
-
-        def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-            raise AttributeError(
-                f"set_attr: the envs of a ServerFarmVectorEnv share their settings; build a new "
-                f"vector env to change {attr_name!r}"
-            )
-
-        def env_method(
-            self,
-            method_name: str,
-            *method_args: Any,
-            indices: VecEnvIndices = None,
-            **method_kwargs: Any,
-        ) -> list[Any]:
-            idx = list(self._get_indices(indices))
-            if method_name == "action_masks":
-                masks = self.venv._mask
-                return [masks[i].copy() for i in idx]
-            raise AttributeError(
-                f"env_method: only 'action_masks' is supported, not {method_name!r}"
-            )
-
-        def env_is_wrapped(
-            self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-        ) -> list[bool]:
-            return [False for _ in self._get_indices(indices)]
 
     return SB3VecEnvAdapter
 
