@@ -232,7 +232,7 @@ class GeoOrigin(Protocol):
     @property
     def n_intervals(self) -> int: ...
 
-    def cluster_of_farm_group(self) -> np.ndarray: ...
+    def cluster_of_farm_group(self) -> NDArray[np.int64]: ...
 
     def farm_group_names(self) -> list[str]: ...
 
@@ -317,22 +317,22 @@ class FarmConfig:
 
     # ---- derived arrays (computed once; treat as read-only) -----------------------------------
     @cached_property
-    def group_offsets(self) -> np.ndarray:
+    def group_offsets(self) -> NDArray[np.int64]:
         """int64[K+1]: first server index of each group, then n_servers."""
         return np.concatenate([[0], np.cumsum([g.count for g in self.groups])]).astype(np.int64)
 
     @cached_property
-    def server_group(self) -> np.ndarray:
+    def server_group(self) -> NDArray[np.int64]:
         """int64[S]: group index of each server."""
         return np.repeat(np.arange(self.n_groups), [g.count for g in self.groups]).astype(np.int64)
 
     @cached_property
-    def buffers(self) -> np.ndarray:
+    def buffers(self) -> NDArray[np.int64]:
         """int64[K]: B_k."""
         return np.array([g.buffer for g in self.groups], dtype=np.int64)
 
     @cached_property
-    def mu_table(self) -> np.ndarray:
+    def mu_table(self) -> NDArray[np.float64]:
         """float64[K, Bmax+1]: mu_k(n); mu_k(0) = 0, zero beyond B_k."""
         t = np.zeros((self.n_groups, self.max_buffer + 1))
         for k, g in enumerate(self.groups):
@@ -340,7 +340,7 @@ class FarmConfig:
         return t
 
     @cached_property
-    def power_table(self) -> np.ndarray:
+    def power_table(self) -> NDArray[np.float64]:
         """float64[K, Bmax+1]: eps_k(n); eps_k(0) = idle power, zero beyond B_k."""
         t = np.zeros((self.n_groups, self.max_buffer + 1))
         for k, g in enumerate(self.groups):
@@ -349,7 +349,7 @@ class FarmConfig:
         return t
 
     @cached_property
-    def availability(self) -> np.ndarray:
+    def availability(self) -> NDArray[np.bool_]:
         """bool[J, K]: availability[j, k] is True when job type j may use group k."""
         a = np.zeros((self.n_job_types, self.n_groups), dtype=bool)
         for j, jt in enumerate(self.job_types):
@@ -357,7 +357,7 @@ class FarmConfig:
         return a
 
     @cached_property
-    def server_availability(self) -> np.ndarray:
+    def server_availability(self) -> NDArray[np.bool_]:
         """bool[J, S]: job type j may use server s."""
         return self.availability[:, self.server_group]
 
@@ -372,7 +372,7 @@ class FarmConfig:
         return _interval_table((g.price for g in self.groups), self.n_intervals)
 
     @cached_property
-    def group_efficiency(self) -> np.ndarray:
+    def group_efficiency(self) -> NDArray[np.float64]:
         """float64[K]: PAS priority mu_k / (eps_k - eps0_k) of each group."""
         return np.array([g.efficiency for g in self.groups])
 

@@ -363,7 +363,7 @@ class GeoConfig:
         """Names of the farm groups built by :meth:`to_farm`, in farm order ("<cluster>/<group>")."""
         return [f"{c.name}/{g.name}" for c in self.clusters for g in c.groups]
 
-    def cluster_of_farm_group(self) -> np.ndarray:
+    def cluster_of_farm_group(self) -> NDArray[np.int64]:
         """int64[K]: cluster index of each farm group built by :meth:`to_farm`."""
         return np.repeat(np.arange(self.n_clusters), [len(c.groups) for c in self.clusters])
 

@@ -28,7 +28,7 @@ Frame layout (``size`` pixels, 960 x 540 by default):
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,10 +36,6 @@ from numpy.typing import NDArray
 from envs.config import FarmConfig
 from envs.observation import decode_group_action
 from envs.simulator import FarmSimulator
-
-#: the env (envs.server_farm.ServerFarmEnv) this module draws; not imported, since the env imports
-#: this module and the layers contract forbids the cycle (even under TYPE_CHECKING)
-ServerFarmEnv = Any
 
 RENDER_MODES = ("ansi", "rgb_array", "human")
 FRAME_SIZE = (960, 540)  # pixels (width, height): 16:9, what video players expect
@@ -62,6 +58,29 @@ class Decision(NamedTuple):
     group: int
     level: int
     fallback: bool
+
+
+class RenderedEnv(Protocol):
+    """What the renderer reads of the env it draws (an ``envs.server_farm.ServerFarmEnv``: that
+    module imports this one, and the layers contract forbids the cycle even under TYPE_CHECKING,
+    so the env is described here rather than imported)."""
+
+    config: FarmConfig
+    action_mode: str
+    objective: str
+    sim: FarmSimulator
+
+    @property
+    def job_type(self) -> int: ...
+    @property
+    def last_decision(self) -> Decision | None: ...
+    @property
+    def occupancy(self) -> NDArray[np.int64]: ...
+    @property
+    def level_counts(self) -> NDArray[np.int64]: ...
+    @property
+    def running_stats(self) -> dict[str, float]: ...
+    def action_masks(self) -> NDArray[np.int8]: ...
 
 
 def pas_reference(config: FarmConfig, objective: str = "energy", seed: int = 12345) -> float:
@@ -148,7 +167,7 @@ class FarmRenderer:
         self._fig = None
 
     # ---- frames ----------------------------------------------------------------------------------
-    def render(self, env: ServerFarmEnv) -> np.ndarray | None:
+    def render(self, env: RenderedEnv) -> np.ndarray | None:
         """Draw the env's current state; the frame as ``uint8[H, W, 3]`` in ``"rgb_array"`` mode."""
         if self._fig is None:
             if self.pas_efficiency is None:
@@ -180,7 +199,7 @@ class FarmRenderer:
         self._a_dyn.append(artist)
         return artist
 
-    def _build(self, env: ServerFarmEnv) -> None:
+    def _build(self, env: RenderedEnv) -> None:
         import matplotlib as mpl
 
         c = env.config
@@ -246,7 +265,7 @@ class FarmRenderer:
                 a.set_animated(True)  # left out of full draws: the background
 
     def _build_cells(
-        self, env: ServerFarmEnv, farm: tuple[float, float, float, float], cols: int, cell_px: float
+        self, env: RenderedEnv, farm: tuple[float, float, float, float], cols: int, cell_px: float
     ) -> None:
         from matplotlib.collections import LineCollection
         from matplotlib.patches import Rectangle
@@ -299,9 +318,7 @@ class FarmRenderer:
             a.set_zorder(len(self._a_dyn))
             self._dyn(a)
 
-    def _build_histograms(
-        self, env: ServerFarmEnv, farm: tuple[float, float, float, float]
-    ) -> None:
+    def _build_histograms(self, env: RenderedEnv, farm: tuple[float, float, float, float]) -> None:
         from matplotlib.patches import Rectangle
 
         c, fig = env.config, self._fig
@@ -343,7 +360,7 @@ class FarmRenderer:
             self._a_outline.append(self._dyn(fig.add_artist(outline)))
 
     # ---- per frame -------------------------------------------------------------------------------
-    def _update(self, env: ServerFarmEnv) -> None:
+    def _update(self, env: RenderedEnv) -> None:
         c = env.config
         j = env.job_type
         allowed = c.availability[j] if j >= 0 else np.ones(c.n_groups, dtype=bool)
@@ -371,7 +388,7 @@ class FarmRenderer:
         self._update_curve()
 
     def _update_cells(
-        self, env: ServerFarmEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+        self, env: RenderedEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
     ) -> None:
         c = env.config
         occ = env.occupancy
@@ -397,7 +414,7 @@ class FarmRenderer:
             self._a_chosen.set_linestyle("--" if d.fallback else "-")
 
     def _update_histograms(
-        self, env: ServerFarmEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+        self, env: RenderedEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
     ) -> None:
         c = env.config
         counts = env.level_counts
@@ -418,7 +435,7 @@ class FarmRenderer:
                 mark.set_markerfacecolor("none" if d.fallback else _HIGHLIGHT)
 
     def _update_text(
-        self, env: ServerFarmEnv, j: int, colour: str, d: Decision | None, st: dict[str, float],
+        self, env: RenderedEnv, j: int, colour: str, d: Decision | None, st: dict[str, float],
         eff: float,
     ) -> None:  # fmt: skip
         c = env.config
@@ -489,7 +506,7 @@ def _type_colour(j: int) -> str:
     return cycle[j % len(cycle)]
 
 
-def chosen(env: ServerFarmEnv, action: int) -> Decision:
+def chosen(env: RenderedEnv, action: int) -> Decision:
     """Where ``action`` sends the pending job, read before the step (the compiled step does not
     report it): the action's server, the smallest-index server of the action's (group, level), or
     for a masked action PAS's server, which is what the step's fallback picks."""

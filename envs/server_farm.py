@@ -340,7 +340,7 @@ class ServerFarmEnv(gym.Env):
         self._mask: NDArray[np.bool_] = self._MASK[0]
 
     @property
-    def packed_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+    def packed_buffers(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """The merged buffers ``(IB, FB)`` a step runs on, one row each: the simulator's packed
         ``ib`` / ``fb`` followed by the env's ``eib`` / ``efb`` (layout: ``envs.kernels.schema``;
         ``IB[0, kernels.H_ILEN]`` is where eib starts). ``envs.vector`` stacks copies of them."""

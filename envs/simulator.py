@@ -194,7 +194,7 @@ class FarmSimulator:
         return sim
 
     @property
-    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+    def packed(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """The packed buffers ``(ib, fb)`` every array attribute views (``envs.kernels.schema``)."""
         return self._ib, self._fb
 
@@ -264,7 +264,7 @@ class FarmSimulator:
         return modes
 
     @property
-    def mode_counts(self) -> np.ndarray:
+    def mode_counts(self) -> NDArray[np.int64]:
         """int64[K, 2]: servers of each group that are off and in setup (zeros without sleep)."""
         out = np.zeros((self.config.n_groups, 2), dtype=np.int64)
         if self._mode_counts.shape[0]:
