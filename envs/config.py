@@ -22,12 +22,13 @@ rate and power functions mu_k(n), eps_k(n), n = 0..B_k.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from envs.validation import (
     MAX_DESCRIPTION_LENGTH,
@@ -47,6 +48,7 @@ from envs.validation import (
     schedule,
     server_group_fields,
     shown,
+    shown_items,
     sleep_fields,
     text,
 )
@@ -84,8 +86,7 @@ class JobSizeConfig:
 
     ``erlang`` takes ``k`` (phases, scv = 1/k), ``hyperexponential`` and ``lognormal`` take ``scv``
     (squared coefficient of variation; hyperexponential needs scv > 1, balanced means), ``pareto``
-    takes ``alpha`` > 1 (scv = inf for alpha <= 2).
-    """
+    takes ``alpha`` > 1 (scv = inf for alpha <= 2)."""
 
     distribution: str = "exponential"
     k: int | None = None
@@ -103,16 +104,21 @@ class JobSizeConfig:
     def params(self) -> tuple[float, float]:
         """Two float parameters for the compiled sampler (meaning depends on the distribution)."""
         d = self.distribution
+        # job_size_from_spec sets the parameter each distribution needs (asserts narrow the type)
         if d == "erlang":
+            assert self.k is not None
             return float(self.k), 0.0
         if d == "hyperexponential":
+            assert self.scv is not None
             # balanced-means two-phase hyperexponential with mean 1 and the given scv
             p1 = 0.5 * (1.0 + math.sqrt((self.scv - 1.0) / (self.scv + 1.0)))
             return p1, 0.0
         if d == "lognormal":
+            assert self.scv is not None
             sigma2 = math.log1p(self.scv)
             return -0.5 * sigma2, math.sqrt(sigma2)
         if d == "pareto":
+            assert self.alpha is not None
             return self.alpha, (self.alpha - 1.0) / self.alpha  # shape, scale x_m (mean 1)
         return 0.0, 0.0
 
@@ -226,7 +232,7 @@ class GeoOrigin(Protocol):
     @property
     def n_intervals(self) -> int: ...
 
-    def cluster_of_farm_group(self) -> np.ndarray: ...
+    def cluster_of_farm_group(self) -> NDArray[np.int64]: ...
 
     def farm_group_names(self) -> list[str]: ...
 
@@ -311,22 +317,22 @@ class FarmConfig:
 
     # ---- derived arrays (computed once; treat as read-only) -----------------------------------
     @cached_property
-    def group_offsets(self) -> np.ndarray:
+    def group_offsets(self) -> NDArray[np.int64]:
         """int64[K+1]: first server index of each group, then n_servers."""
         return np.concatenate([[0], np.cumsum([g.count for g in self.groups])]).astype(np.int64)
 
     @cached_property
-    def server_group(self) -> np.ndarray:
+    def server_group(self) -> NDArray[np.int64]:
         """int64[S]: group index of each server."""
         return np.repeat(np.arange(self.n_groups), [g.count for g in self.groups]).astype(np.int64)
 
     @cached_property
-    def buffers(self) -> np.ndarray:
+    def buffers(self) -> NDArray[np.int64]:
         """int64[K]: B_k."""
         return np.array([g.buffer for g in self.groups], dtype=np.int64)
 
     @cached_property
-    def mu_table(self) -> np.ndarray:
+    def mu_table(self) -> NDArray[np.float64]:
         """float64[K, Bmax+1]: mu_k(n); mu_k(0) = 0, zero beyond B_k."""
         t = np.zeros((self.n_groups, self.max_buffer + 1))
         for k, g in enumerate(self.groups):
@@ -334,7 +340,7 @@ class FarmConfig:
         return t
 
     @cached_property
-    def power_table(self) -> np.ndarray:
+    def power_table(self) -> NDArray[np.float64]:
         """float64[K, Bmax+1]: eps_k(n); eps_k(0) = idle power, zero beyond B_k."""
         t = np.zeros((self.n_groups, self.max_buffer + 1))
         for k, g in enumerate(self.groups):
@@ -343,7 +349,7 @@ class FarmConfig:
         return t
 
     @cached_property
-    def availability(self) -> np.ndarray:
+    def availability(self) -> NDArray[np.bool_]:
         """bool[J, K]: availability[j, k] is True when job type j may use group k."""
         a = np.zeros((self.n_job_types, self.n_groups), dtype=bool)
         for j, jt in enumerate(self.job_types):
@@ -351,24 +357,22 @@ class FarmConfig:
         return a
 
     @cached_property
-    def server_availability(self) -> np.ndarray:
+    def server_availability(self) -> NDArray[np.bool_]:
         """bool[J, S]: job type j may use server s."""
         return self.availability[:, self.server_group]
 
     @cached_property
-    def arrival_rates(self) -> np.ndarray:
+    def arrival_rates(self) -> NDArray[np.float64]:
         """float64[n_intervals, J]: arrival rate of each type in each interval (cyclic schedule)."""
-        n = self.n_intervals
-        return np.array([_stretch(j.arrival_rate, n) for j in self.job_types]).T.copy()
+        return _interval_table((j.arrival_rate for j in self.job_types), self.n_intervals)
 
     @cached_property
-    def prices(self) -> np.ndarray:
+    def prices(self) -> NDArray[np.float64]:
         """float64[n_intervals, K]: electricity price of each group in each interval."""
-        n = self.n_intervals
-        return np.array([_stretch(g.price, n) for g in self.groups]).T.copy()
+        return _interval_table((g.price for g in self.groups), self.n_intervals)
 
     @cached_property
-    def group_efficiency(self) -> np.ndarray:
+    def group_efficiency(self) -> NDArray[np.float64]:
         """float64[K]: PAS priority mu_k / (eps_k - eps0_k) of each group."""
         return np.array([g.efficiency for g in self.groups])
 
@@ -464,21 +468,22 @@ class FarmConfig:
         return farm_from_dict(d)
 
 
-def _stretch(values: tuple[float, ...], n: int) -> list[float]:
-    return list(values) * n if len(values) == 1 else list(values)
+def _interval_table(schedules: Iterable[tuple[float, ...]], n: int) -> NDArray[np.float64]:
+    """float64[n, len(schedules)]: one schedule per column, a single value repeated n times
+    (the name is typed: numpy's stubs leave ``.T`` untyped)."""
+    table: NDArray[np.float64] = np.array(
+        [list(v) * n if len(v) == 1 else list(v) for v in schedules]
+    ).T.copy()
+    return table
 
 
 # ---------------------------------------------------------------------------------------------
 # validation (the shared primitives and limits are in envs.validation)
 # ---------------------------------------------------------------------------------------------
-_TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval_length"}
+_TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval_length", "slo"}
 _GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price",
                "sleep"}  # fmt: skip
 _JOB_KEYS = {"name", "arrival_rate", "groups", "job_size"}
-
-
-# the optional service-level objective
-_TOP_KEYS = _TOP_KEYS | {"slo"}
 _SLO_KEYS = {"mean_response_time"}
 
 
@@ -541,62 +546,17 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     description = text(
         d.get("description", ""), "scenario.description", max_length=MAX_DESCRIPTION_LENGTH
     )
-    groups_in = require(d, "groups", "scenario")
-    if not isinstance(groups_in, Sequence) or isinstance(groups_in, str) or len(groups_in) == 0:
-        raise ConfigError("scenario.groups: must be a non-empty list of server groups")
-    groups: list[GroupConfig] = []
-    names: dict[str, int] = {}
-    for i, g in enumerate(groups_in):
-        w = f"groups[{i}]"
-        check_keys(g, _GROUP_KEYS, w)
-        gname = text(g.get("name", f"g{i}"), f"{w}.name")
-        w = f"groups[{i}] ({gname})"
-        if gname in names:
-            raise ConfigError(f"{w}.name: duplicate group name {gname!r}; names must be unique")
-        names[gname] = i
-        count, mu, eps, eps0, buf = server_group_fields(g, w)
-        price = schedule(g.get("price", 1.0), f"{w}.price", positive=True)
-        sleep = SleepConfig(*sleep_fields(g["sleep"], f"{w}.sleep")) if "sleep" in g else None
-        groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price, sleep))
-
+    groups, names = _groups_from_spec(d)
     default_size = job_size_from_spec(
         d.get("job_size", {"distribution": "exponential"}), "job_size"
     )
-    jobs_in = require(d, "job_types", "scenario")
-    if not isinstance(jobs_in, Sequence) or isinstance(jobs_in, str) or len(jobs_in) == 0:
-        raise ConfigError("scenario.job_types: must be a non-empty list of job types")
-    jobs: list[JobTypeConfig] = []
-    jnames: set[str] = set()
-    for i, j in enumerate(jobs_in):
-        w = f"job_types[{i}]"
-        check_keys(j, _JOB_KEYS, w)
-        jname = text(j.get("name", f"j{i}"), f"{w}.name")
-        w = f"job_types[{i}] ({jname})"
-        if jname in jnames:
-            raise ConfigError(f"{w}.name: duplicate job type name {jname!r}; names must be unique")
-        jnames.add(jname)
-        rate = schedule(require(j, "arrival_rate", w), f"{w}.arrival_rate", positive=True)
-        gl = name_list(
-            require(j, "groups", w), f"{w}.groups", "group names (the groups this type may use)"
-        )
-        idx = []
-        for gn in gl:
-            if gn not in names:
-                raise ConfigError(
-                    f"{w}.groups: unknown group {shown(gn)}; known groups are {_some(list(names))}"
-                )
-            if names[gn] in idx:
-                raise ConfigError(f"{w}.groups: group {shown(gn)} listed twice")
-            idx.append(names[gn])
-        js = job_size_from_spec(j["job_size"], f"{w}.job_size") if "job_size" in j else None
-        jobs.append(JobTypeConfig(jname, rate, tuple(sorted(idx)), js))
-
+    jobs = _job_types_from_spec(d, names)
     lens = {len(j.arrival_rate) for j in jobs} | {len(g.price) for g in groups}
     lens.discard(1)
     if len(lens) > 1:
         raise ConfigError(
             f"arrival_rate/price schedules: all lists must have the same number of intervals, "
-            f"got lengths {_some(sorted(lens))}"
+            f"got lengths {shown_items(sorted(lens))}"
         )
     n_int = max(lens, default=1)
     if n_int * (len(jobs) + len(groups)) > MAX_SCHEDULE_ENTRIES:
@@ -620,6 +580,61 @@ def farm_from_dict(d: Mapping[str, Any]) -> FarmConfig:
     return config
 
 
+def _groups_from_spec(d: Mapping[str, Any]) -> tuple[list[GroupConfig], dict[str, int]]:
+    """The validated ``groups`` and each group's index by name (job types name their groups)."""
+    groups_in = require(d, "groups", "scenario")
+    if not isinstance(groups_in, Sequence) or isinstance(groups_in, str) or len(groups_in) == 0:
+        raise ConfigError("scenario.groups: must be a non-empty list of server groups")
+    groups: list[GroupConfig] = []
+    names: dict[str, int] = {}
+    for i, g in enumerate(groups_in):
+        w = f"groups[{i}]"
+        check_keys(g, _GROUP_KEYS, w)
+        gname = text(g.get("name", f"g{i}"), f"{w}.name")
+        w = f"groups[{i}] ({gname})"
+        if gname in names:
+            raise ConfigError(f"{w}.name: duplicate group name {gname!r}; names must be unique")
+        names[gname] = i
+        count, mu, eps, eps0, buf = server_group_fields(g, w)
+        price = schedule(g.get("price", 1.0), f"{w}.price", positive=True)
+        sleep = SleepConfig(*sleep_fields(g["sleep"], f"{w}.sleep")) if "sleep" in g else None
+        groups.append(GroupConfig(gname, count, mu, eps, eps0, buf, price, sleep))
+    return groups, names
+
+
+def _job_types_from_spec(d: Mapping[str, Any], names: dict[str, int]) -> list[JobTypeConfig]:
+    """The validated ``job_types`` of a scenario; ``names`` maps group names to indices."""
+    jobs_in = require(d, "job_types", "scenario")
+    if not isinstance(jobs_in, Sequence) or isinstance(jobs_in, str) or len(jobs_in) == 0:
+        raise ConfigError("scenario.job_types: must be a non-empty list of job types")
+    jobs: list[JobTypeConfig] = []
+    jnames: set[str] = set()
+    for i, j in enumerate(jobs_in):
+        w = f"job_types[{i}]"
+        check_keys(j, _JOB_KEYS, w)
+        jname = text(j.get("name", f"j{i}"), f"{w}.name")
+        w = f"job_types[{i}] ({jname})"
+        if jname in jnames:
+            raise ConfigError(f"{w}.name: duplicate job type name {jname!r}; names must be unique")
+        jnames.add(jname)
+        rate = schedule(require(j, "arrival_rate", w), f"{w}.arrival_rate", positive=True)
+        gl = name_list(
+            require(j, "groups", w), f"{w}.groups", "group names (the groups this type may use)"
+        )
+        idx = []
+        for gn in gl:
+            if gn not in names:
+                raise ConfigError(
+                    f"{w}.groups: unknown group {shown(gn)}; known groups are {shown_items(list(names))}"
+                )
+            if names[gn] in idx:
+                raise ConfigError(f"{w}.groups: group {shown(gn)} listed twice")
+            idx.append(names[gn])
+        js = job_size_from_spec(j["job_size"], f"{w}.job_size") if "job_size" in j else None
+        jobs.append(JobTypeConfig(jname, rate, tuple(sorted(idx)), js))
+    return jobs
+
+
 def _check_sleep(config: FarmConfig) -> None:
     """Right-sizing runs in the exponential event loop only (a setup is a memoryless phase)."""
     if config.has_sleep and not config.all_exponential:
@@ -628,12 +643,6 @@ def _check_sleep(config: FarmConfig) -> None:
             f"groups[{k}] ({config.groups[k].name}).sleep: right-sizing needs exponential job "
             "sizes; remove the non-exponential job_size or the sleep mappings"
         )
-
-
-def _some(items: list[Any], n: int = 10) -> str:
-    """The first ``n`` items of a list for a message (a farm may have 10,000 groups)."""
-    head = ", ".join(shown(x) for x in items[:n])
-    return f"[{head}{f', ... ({len(items):,} in all)' if len(items) > n else ''}]"
 
 
 def _check_simulable(config: FarmConfig) -> None:

@@ -106,7 +106,9 @@ class FarmDistribution:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"farm distribution: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        # the values are checked by __post_init__, not here (mypy cannot match them to fields)
+        kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -218,7 +220,7 @@ def sample_farm(
     return farm_from_dict(spec)
 
 
-def _add_sleep(rng: np.random.Generator, d: FarmDistribution, groups: list[dict]) -> bool:
+def _add_sleep(rng: np.random.Generator, d: FarmDistribution, groups: list[dict[str, Any]]) -> bool:
     """Give each group a ``sleep`` mapping with probability ``d.sleep_share``; True if any."""
     any_sleep = False
     for g in groups:

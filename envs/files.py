@@ -148,7 +148,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses a key given twice in one mapping."""
 
 
-def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_unique_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
     # only the keys written in this mapping count: keys merged in with ``<<: *anchor`` may be
     # overridden by an explicit key (YAML's merge rule), so the check runs before flattening
     seen: dict[Any, int] = {}

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
 from envs.scenario_files import read_scenario_file, read_shipped_scenario, shipped_scenarios
@@ -153,7 +154,7 @@ class DelayModel:
     model: str = "mm1"
     base_ms: float = 20.0
 
-    def delay(self, x: np.ndarray | float, raw_capacity: float) -> np.ndarray:
+    def delay(self, x: ArrayLike, raw_capacity: float) -> NDArray[np.float64]:
         """pi(x) in ms (vectorised)."""
         x = np.asarray(x, dtype=float)
         if self.model == "constant":
@@ -259,58 +260,62 @@ class GeoConfig:
 
     # ---- derived arrays (computed once; treat as read-only) -----------------------------------
     @cached_property
-    def rates(self) -> np.ndarray:
+    def rates(self) -> NDArray[np.float64]:
         """float64[T, m]: r_i per interval (requests per time unit)."""
-        return np.array([i.rate for i in self.ingress], dtype=float).T.copy()
+        rates: NDArray[np.float64] = np.array([i.rate for i in self.ingress], dtype=float).T.copy()
+        return rates  # a typed name: numpy's stubs leave ``.T`` untyped
 
     @cached_property
-    def prices(self) -> np.ndarray:
+    def prices(self) -> NDArray[np.float64]:
         """float64[T, n]: electricity price per unit energy of each cluster per interval."""
-        return np.array([c.price for c in self.clusters], dtype=float).T.copy()
+        prices: NDArray[np.float64] = np.array(
+            [c.price for c in self.clusters], dtype=float
+        ).T.copy()
+        return prices  # a typed name: numpy's stubs leave ``.T`` untyped
 
     @cached_property
-    def pue(self) -> np.ndarray:
+    def pue(self) -> NDArray[np.float64]:
         """float64[n]: power usage effectiveness of each cluster."""
         return np.array([c.pue for c in self.clusters], dtype=float)
 
     @cached_property
-    def latency(self) -> np.ndarray:
+    def latency(self) -> NDArray[np.float64]:
         """float64[m, n]: network round-trip delta_ij in ms."""
         return np.array([i.latency_ms for i in self.ingress], dtype=float)
 
     @cached_property
-    def network_cost(self) -> np.ndarray:
+    def network_cost(self) -> NDArray[np.float64]:
         """float64[m, n]: network cost per request on link (i, j)."""
         return np.array([i.network_cost for i in self.ingress], dtype=float)
 
     @cached_property
-    def raw_capacities(self) -> np.ndarray:
+    def raw_capacities(self) -> NDArray[np.float64]:
         """float64[n]: c_j, total peak service rate of each cluster."""
         return np.array([c.raw_capacity for c in self.clusters])
 
     @cached_property
-    def capacities(self) -> np.ndarray:
+    def capacities(self) -> NDArray[np.float64]:
         """float64[n]: u_j, requests per time unit a cluster may receive (constraint C3)."""
         return np.array([c.capacity(self.utilisation_cap) for c in self.clusters])
 
     @cached_property
-    def base_delays(self) -> np.ndarray:
+    def base_delays(self) -> NDArray[np.float64]:
         """float64[n]: zero-load processing delay pi_j(0) in ms."""
         return np.array([c.processing_delay.base_ms for c in self.clusters])
 
     @cached_property
-    def unloaded_latency(self) -> np.ndarray:
+    def unloaded_latency(self) -> NDArray[np.float64]:
         """float64[m, n]: delta_ij + pi_j(0), the latency of link (i, j) at zero cluster load."""
         return self.latency + self.base_delays[None, :]
 
     @cached_property
-    def available(self) -> np.ndarray:
+    def available(self) -> NDArray[np.bool_]:
         """bool[m, n]: links within the latency budget (all True when fully connected)."""
         if self.latency_budget is None:
             return np.ones((self.n_ingress, self.n_clusters), dtype=bool)
         return self.unloaded_latency <= self.latency_budget
 
-    def processing_delay(self, loads: np.ndarray) -> np.ndarray:
+    def processing_delay(self, loads: ArrayLike) -> NDArray[np.float64]:
         """float64[n]: exact pi_j(x_j) in ms for cluster loads ``loads``."""
         loads = np.asarray(loads, dtype=float)
         return np.array(
@@ -358,7 +363,7 @@ class GeoConfig:
         """Names of the farm groups built by :meth:`to_farm`, in farm order ("<cluster>/<group>")."""
         return [f"{c.name}/{g.name}" for c in self.clusters for g in c.groups]
 
-    def cluster_of_farm_group(self) -> np.ndarray:
+    def cluster_of_farm_group(self) -> NDArray[np.int64]:
         """int64[K]: cluster index of each farm group built by :meth:`to_farm`."""
         return np.repeat(np.arange(self.n_clusters), [len(c.groups) for c in self.clusters])
 
@@ -397,13 +402,13 @@ class GeoConfig:
                 for g in c.groups
             ]
             if interval is not None:
-                rate: float | list[float] = float(ing.rate[interval])
-                if rate <= 0:
+                if ing.rate[interval] <= 0:
                     raise ConfigError(
                         f"ingress[{i}] ({ing.name}).rate: zero in interval {interval}; a "
                         "single-interval farm needs a positive rate for every job type "
                         "(use to_farm() for the whole schedule)"
                     )
+                rate: float | list[float] = float(ing.rate[interval])
             else:
                 rate = list(ing.rate)
             job_types.append({"name": ing.name, "arrival_rate": rate, "groups": allowed})
@@ -421,19 +426,8 @@ class GeoConfig:
 # ---------------------------------------------------------------------------------------------
 # loading and validation
 # ---------------------------------------------------------------------------------------------
-_TOP_KEYS = {
-    "name",
-    "description",
-    "interval_length",
-    "n_intervals",
-    "d_min_ms",
-    "d_max_ms",
-    "latency_budget_ms",
-    "utilisation_cap",
-    "job_size",
-    "clusters",
-    "ingress",
-}
+_TOP_KEYS = {"name", "description", "interval_length", "n_intervals", "d_min_ms", "d_max_ms",
+             "latency_budget_ms", "utilisation_cap", "job_size", "clusters", "ingress"}  # fmt: skip
 _CLUSTER_KEYS = {"name", "groups", "pue", "price", "processing_delay", "capacity"}
 _GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer"}
 _INGRESS_KEYS = {"name", "rate", "latency_ms", "network_cost"}
@@ -441,7 +435,9 @@ _PROFILE_KEYS = {"profile", "mean", "amplitude", "peak"}
 _DELAY_KEYS = {"model", "base_ms"}
 
 
-def diurnal_profile(mean: float, amplitude: float, peak: float, n_intervals: int) -> np.ndarray:
+def diurnal_profile(
+    mean: float, amplitude: float, peak: float, n_intervals: int
+) -> NDArray[np.float64]:
     """``mean * (1 + amplitude * cos(2 pi (t - peak) / n_intervals))`` for t = 0..n_intervals-1.
 
     A one-harmonic day: maximum ``mean (1 + amplitude)`` at interval ``peak`` (may be fractional),
@@ -468,20 +464,20 @@ def _series(v: Any, n: int, where: str, *, positive: bool) -> tuple[float, ...]:
                 f"stays {'positive' if positive else 'non-negative'}, got {amp}"
             )
         peak = number(v.get("peak", 0.0), f"{where}.peak")
-        vals = diurnal_profile(mean, amp, peak, n)
         # amplitude 1 reaches 0 at the trough up to rounding (+-1e-16 x mean): that is a zero
-        return tuple(float(x) if x > 1e-12 * mean else 0.0 for x in vals)
+        return tuple(
+            float(x) if x > 1e-12 * mean else 0.0 for x in diurnal_profile(mean, amp, peak, n)
+        )
     if isinstance(v, (list, tuple)):
         if len(v) != n:
             raise ConfigError(
                 f"{where}: a list must have one value per interval (n_intervals = {n}), "
                 f"got length {len(v)}"
             )
-        vals = tuple(
+        return tuple(
             number(x, f"{where}[{t}]", positive=positive, nonneg=True, bounded=True)
             for t, x in enumerate(v)
         )
-        return vals
     return (number(v, where, positive=positive, nonneg=True, bounded=True),) * n
 
 
@@ -576,7 +572,37 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
     job_size = job_size_from_spec(
         d.get("job_size", {"distribution": "exponential"}), "geo.job_size"
     )
+    # the clusters first: every ingress gives one latency per cluster, by cluster name
+    clusters = _clusters_from_spec(d, n_int)
+    cnames = [c.name for c in clusters]
+    ingress = _ingress_from_spec(d, n_int, cnames)
+    geo = GeoConfig(
+        name=name,
+        clusters=tuple(clusters),
+        ingress=tuple(ingress),
+        interval_length=interval_length,
+        n_intervals=n_int,
+        d_min=d_min,
+        d_max=d_max,
+        latency_budget=budget,
+        utilisation_cap=cap,
+        job_size=job_size,
+        description=description,
+    )
+    for i, ing in enumerate(geo.ingress):
+        if not geo.available[i].any():
+            j = int(np.argmin(geo.unloaded_latency[i]))
+            raise ConfigError(
+                f"ingress[{i}] ({ing.name}).latency_ms: no cluster within latency_budget_ms "
+                f"({budget}); the nearest is {cnames[j]} at {geo.unloaded_latency[i, j]:g} ms "
+                "(network delta + zero-load processing delay). Raise latency_budget_ms (or "
+                "d_max_ms) or set latency_budget_ms: full"
+            )
+    return geo
 
+
+def _clusters_from_spec(d: Mapping[str, Any], n_int: int) -> list[ClusterConfig]:
+    """The validated ``clusters`` of a geo scenario (prices expanded to ``n_int`` intervals)."""
     cl_in = require(d, "clusters", "geo")
     if not isinstance(cl_in, Sequence) or isinstance(cl_in, str) or len(cl_in) == 0:
         raise ConfigError("geo.clusters: must be a non-empty list of clusters")
@@ -618,8 +644,11 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
                 )
             cluster = ClusterConfig(cname, groups, pue, price, delay, u)
         clusters.append(cluster)
-    cnames = [c.name for c in clusters]
+    return clusters
 
+
+def _ingress_from_spec(d: Mapping[str, Any], n_int: int, cnames: list[str]) -> list[IngressConfig]:
+    """The validated ``ingress`` points of a geo scenario; ``cnames`` are the cluster names."""
     in_in = require(d, "ingress", "geo")
     if not isinstance(in_in, Sequence) or isinstance(in_in, str) or len(in_in) == 0:
         raise ConfigError("geo.ingress: must be a non-empty list of ingress points")
@@ -637,30 +666,7 @@ def geo_from_dict(d: Mapping[str, Any]) -> GeoConfig:
         lat = _per_cluster(require(s, "latency_ms", w), cnames, f"{w}.latency_ms", default=None)
         net = _per_cluster(s.get("network_cost"), cnames, f"{w}.network_cost", default=0.0)
         ingress.append(IngressConfig(iname, rate, lat, net))
-
-    geo = GeoConfig(
-        name=name,
-        clusters=tuple(clusters),
-        ingress=tuple(ingress),
-        interval_length=interval_length,
-        n_intervals=n_int,
-        d_min=d_min,
-        d_max=d_max,
-        latency_budget=budget,
-        utilisation_cap=cap,
-        job_size=job_size,
-        description=description,
-    )
-    for i, ing in enumerate(geo.ingress):
-        if not geo.available[i].any():
-            j = int(np.argmin(geo.unloaded_latency[i]))
-            raise ConfigError(
-                f"ingress[{i}] ({ing.name}).latency_ms: no cluster within latency_budget_ms "
-                f"({budget}); the nearest is {cnames[j]} at {geo.unloaded_latency[i, j]:g} ms "
-                "(network delta + zero-load processing delay). Raise latency_budget_ms (or "
-                "d_max_ms) or set latency_budget_ms: full"
-            )
-    return geo
+    return ingress
 
 
 def geo_presets() -> list[str]:

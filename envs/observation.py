@@ -26,6 +26,7 @@ job type is always the last J entries.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from envs.config import FarmConfig
 
@@ -38,12 +39,12 @@ def check_action_mode(mode: str) -> str:
     return mode
 
 
-def hist_offsets(config: FarmConfig) -> np.ndarray:
+def hist_offsets(config: FarmConfig) -> NDArray[np.int64]:
     """int64[K+1]: start of group k's block of B_k+1 fractions in a group-mode observation."""
     return np.concatenate([[0], np.cumsum(config.buffers + 1)]).astype(np.int64)
 
 
-def level_offsets(config: FarmConfig) -> np.ndarray:
+def level_offsets(config: FarmConfig) -> NDArray[np.int64]:
     """int64[K+1]: start of group k's B_k actions in a group-mode action index."""
     return np.concatenate([[0], np.cumsum(config.buffers)]).astype(np.int64)
 
@@ -110,7 +111,7 @@ def decode_group_obs(config: FarmConfig, obs: np.ndarray) -> tuple[np.ndarray, i
     return counts, decode_job_type(config, obs)
 
 
-def counts_from_occupancy(config: FarmConfig, occ: np.ndarray) -> np.ndarray:
+def counts_from_occupancy(config: FarmConfig, occ: np.ndarray) -> NDArray[np.int64]:
     """Histogram counts int64[K, Bmax+1] of a per-server occupancy vector."""
     counts = np.zeros((config.n_groups, config.max_buffer + 1), dtype=np.int64)
     np.add.at(counts, (config.server_group, occ), 1)

@@ -93,12 +93,14 @@ class RandomFarmTokenEnv(gym.Env):
         )  # fmt: skip
         self._steps = 0
         obs, info = self.env.reset(seed=int(self.np_random.integers(2**31)))
+        assert isinstance(obs, dict)  # obs_mode="tokens": a dict of token arrays
         return obs, dict(info, farm=config.name)
 
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.env is None:
             raise RuntimeError("call reset() before step()")
         obs, reward, terminated, _, info = self.env.step(action)
+        assert isinstance(obs, dict)  # obs_mode="tokens": a dict of token arrays
         self._steps += 1
         truncated = self._steps >= self.episode_steps
         return (

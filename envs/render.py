@@ -28,17 +28,14 @@ Frame layout (``size`` pixels, 960 x 540 by default):
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from envs.config import FarmConfig
 from envs.observation import decode_group_action
 from envs.simulator import FarmSimulator
-
-#: the env (envs.server_farm.ServerFarmEnv) this module draws; not imported, since the env imports
-#: this module and the layers contract forbids the cycle (even under TYPE_CHECKING)
-ServerFarmEnv = Any
 
 RENDER_MODES = ("ansi", "rgb_array", "human")
 FRAME_SIZE = (960, 540)  # pixels (width, height): 16:9, what video players expect
@@ -61,6 +58,29 @@ class Decision(NamedTuple):
     group: int
     level: int
     fallback: bool
+
+
+class RenderedEnv(Protocol):
+    """What the renderer reads of the env it draws (an ``envs.server_farm.ServerFarmEnv``: that
+    module imports this one, and the layers contract forbids the cycle even under TYPE_CHECKING,
+    so the env is described here rather than imported)."""
+
+    config: FarmConfig
+    action_mode: str
+    objective: str
+    sim: FarmSimulator
+
+    @property
+    def job_type(self) -> int: ...
+    @property
+    def last_decision(self) -> Decision | None: ...
+    @property
+    def occupancy(self) -> NDArray[np.int64]: ...
+    @property
+    def level_counts(self) -> NDArray[np.int64]: ...
+    @property
+    def running_stats(self) -> dict[str, float]: ...
+    def action_masks(self) -> NDArray[np.int8]: ...
 
 
 def pas_reference(config: FarmConfig, objective: str = "energy", seed: int = 12345) -> float:
@@ -103,6 +123,9 @@ class FarmRenderer:
         fps: frames per second of the human window.
     """
 
+    # the Agg canvas's saved static pixels (set by _build, which render() calls first)
+    _a_background: object | None
+
     def __init__(
         self,
         mode: str,
@@ -144,7 +167,7 @@ class FarmRenderer:
         self._fig = None
 
     # ---- frames ----------------------------------------------------------------------------------
-    def render(self, env: ServerFarmEnv) -> np.ndarray | None:
+    def render(self, env: RenderedEnv) -> np.ndarray | None:
         """Draw the env's current state; the frame as ``uint8[H, W, 3]`` in ``"rgb_array"`` mode."""
         if self._fig is None:
             if self.pas_efficiency is None:
@@ -168,14 +191,15 @@ class FarmRenderer:
         fig.canvas.restore_region(self._a_background)
         for a in self._a_dyn:
             fig.draw_artist(a)
-        return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        frame: NDArray[np.uint8] = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        return frame  # a typed name: numpy's .copy() is untyped
 
     def _dyn(self, artist: Any) -> Any:
         """Register an artist that changes between frames (drawn in registration order)."""
         self._a_dyn.append(artist)
         return artist
 
-    def _build(self, env: ServerFarmEnv) -> None:
+    def _build(self, env: RenderedEnv) -> None:
         import matplotlib as mpl
 
         c = env.config
@@ -226,6 +250,7 @@ class FarmRenderer:
         self._a_eff_ax = ax = fig.add_axes((0.735, 0.08, 0.25, 0.22))
         (self._a_eff_line,) = ax.plot([], [], color=_HIGHLIGHT, lw=1.5, label="this policy")
         self._dyn(self._a_eff_line)
+        assert self.pas_efficiency is not None  # render() computes it before the first layout
         ax.axhline(self.pas_efficiency, color="k", ls="--", lw=1, label="PAS")
         fig.legend(*ax.get_legend_handles_labels(), fontsize=7, frameon=False, ncols=2,
                    loc="lower right", bbox_to_anchor=(0.99, 0.30))  # fmt: skip
@@ -239,7 +264,9 @@ class FarmRenderer:
             for a in self._a_dyn:
                 a.set_animated(True)  # left out of full draws: the background
 
-    def _build_cells(self, env: ServerFarmEnv, farm: tuple, cols: int, cell_px: float) -> None:
+    def _build_cells(
+        self, env: RenderedEnv, farm: tuple[float, float, float, float], cols: int, cell_px: float
+    ) -> None:
         from matplotlib.collections import LineCollection
         from matplotlib.patches import Rectangle
 
@@ -291,7 +318,7 @@ class FarmRenderer:
             a.set_zorder(len(self._a_dyn))
             self._dyn(a)
 
-    def _build_histograms(self, env: ServerFarmEnv, farm: tuple) -> None:
+    def _build_histograms(self, env: RenderedEnv, farm: tuple[float, float, float, float]) -> None:
         from matplotlib.patches import Rectangle
 
         c, fig = env.config, self._fig
@@ -333,7 +360,7 @@ class FarmRenderer:
             self._a_outline.append(self._dyn(fig.add_artist(outline)))
 
     # ---- per frame -------------------------------------------------------------------------------
-    def _update(self, env: ServerFarmEnv) -> None:
+    def _update(self, env: RenderedEnv) -> None:
         c = env.config
         j = env.job_type
         allowed = c.availability[j] if j >= 0 else np.ones(c.n_groups, dtype=bool)
@@ -360,7 +387,9 @@ class FarmRenderer:
         self._update_text(env, j, colour, d, st, eff)
         self._update_curve()
 
-    def _update_cells(self, env, allowed, colour, d) -> None:
+    def _update_cells(
+        self, env: RenderedEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+    ) -> None:
         c = env.config
         occ = env.occupancy
         frac = occ / c.buffers[c.server_group]
@@ -384,7 +413,9 @@ class FarmRenderer:
             self._a_chosen.set_xy(tuple(self._a_cell_xy[d.server]))
             self._a_chosen.set_linestyle("--" if d.fallback else "-")
 
-    def _update_histograms(self, env, allowed, colour, d) -> None:
+    def _update_histograms(
+        self, env: RenderedEnv, allowed: NDArray[np.bool_], colour: str, d: Decision | None
+    ) -> None:
         c = env.config
         counts = env.level_counts
         for k, bars in enumerate(self._a_bars):
@@ -403,7 +434,10 @@ class FarmRenderer:
                 mark.set_linestyle("none")
                 mark.set_markerfacecolor("none" if d.fallback else _HIGHLIGHT)
 
-    def _update_text(self, env, j, colour, d, st, eff) -> None:
+    def _update_text(
+        self, env: RenderedEnv, j: int, colour: str, d: Decision | None, st: dict[str, float],
+        eff: float,
+    ) -> None:  # fmt: skip
         c = env.config
         lines: list[tuple[str, str]] = []
         if j >= 0:
@@ -472,7 +506,7 @@ def _type_colour(j: int) -> str:
     return cycle[j % len(cycle)]
 
 
-def chosen(env: ServerFarmEnv, action: int) -> Decision:
+def chosen(env: RenderedEnv, action: int) -> Decision:
     """Where ``action`` sends the pending job, read before the step (the compiled step does not
     report it): the action's server, the smallest-index server of the action's (group, level), or
     for a masked action PAS's server, which is what the step's fallback picks."""

@@ -123,7 +123,7 @@ def random_farm(
     K, J = draw_int(n_groups), draw_int(n_job_types)
     if K < 1 or J < 1:
         raise ConfigError("random_farm: n_groups and n_job_types must be >= 1")
-    groups = []
+    groups: list[dict[str, Any]] = []
     for k in range(K):
         eps0 = round(draw(idle_power), 3)
         groups.append(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, TypeAlias
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from numpy.typing import NDArray
 
 from envs import kernels as kn
 from envs.config import FarmConfig
@@ -34,6 +35,8 @@ from envs.validation import count_argument, real_argument
 INVALID_ACTION_MODES = ("fallback", "raise", "penalty")
 _ONE = np.ones(1, dtype=bool)  # "reset env 0" for the batch-of-one kernel call
 OBJECTIVES = ("energy", "cost")
+#: what reset/step return: the action mode's flat float32 vector, or a dict of token arrays
+Observation: TypeAlias = NDArray[np.float32] | dict[str, np.ndarray]
 
 
 class InvalidActionWarning(RuntimeWarning):
@@ -53,7 +56,7 @@ def pack_env(
     warmup_epochs: int,
     warmup_policy: str,
     max_steps: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """The env buffers ``(eib, efb)`` of one env (arguments as ``ServerFarmEnv``; ``max_steps`` > 0
     makes the vector kernel truncate episodes, the single env leaves that to ``TimeLimit``)."""
     J, B1 = config.n_job_types, config.max_buffer + 1
@@ -234,7 +237,9 @@ class ServerFarmEnv(gym.Env):
     :attr:`last_decision`, :attr:`running_stats`.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": list(RENDER_MODES), "render_fps": 10}
+    # gymnasium.Env declares metadata an instance attribute (a ClassVar would be an incompatible
+    # override); the dict is shared by every env and never mutated
+    metadata: dict[str, Any] = {"render_modes": list(RENDER_MODES), "render_fps": 10}  # noqa: RUF012
 
     def __init__(
         self,
@@ -256,36 +261,13 @@ class ServerFarmEnv(gym.Env):
     ):
         self.config = config = load_scenario(scenario)
         self.action_mode = check_action_mode(action_mode)
-        if obs_mode not in (None, action_mode, "tokens"):
-            raise ValueError(
-                f"obs_mode: {obs_mode!r} with action_mode={action_mode!r}; choose None (the "
-                f"action mode's own encoding), {action_mode!r} or 'tokens' (with group actions)"
-            )
-        if obs_mode == "tokens" and action_mode != "group":
-            raise ValueError(
-                "obs_mode: 'tokens' acts on (group, level) pairs; use action_mode='group'"
-            )
+        # every argument is checked before any state is built: a bad one raises a ValueError
+        # that names it, never a failure deep inside the kernels' packing
+        _check_settings(
+            action_mode, obs_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
+            invalid_penalty, warmup_epochs, warmup_policy, render_mode,
+        )  # fmt: skip
         self.obs_mode = obs_mode or action_mode
-        if not (isinstance(reward_eta, str) and reward_eta == "running"):
-            if isinstance(reward_eta, str):
-                raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
-            real_argument(reward_eta, "reward_eta (a fixed eta)", minimum=0.0, strict=False)
-        real_argument(eta_tau, "eta_tau (mean inter-arrival times)", minimum=0.0, strict=True)
-        real_argument(reward_scale, "reward_scale", minimum=0.0, strict=True)
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective: unknown {objective!r}; choose one of {list(OBJECTIVES)}")
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(
-                f"invalid_action: unknown {invalid_action!r}; choose one of {list(INVALID_ACTION_MODES)}"
-            )
-        real_argument(invalid_penalty, "invalid_penalty", minimum=0.0, strict=False)
-        count_argument(warmup_epochs, "warmup_epochs", minimum=0)
-        if warmup_policy not in ("pas", "random"):
-            raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode: unsupported {render_mode!r}; use None or one of {list(RENDER_MODES)}"
-            )
         self.reward_eta = reward_eta
         self.eta_tau = float(eta_tau)
         self.reward_scale = float(reward_scale)
@@ -321,6 +303,20 @@ class ServerFarmEnv(gym.Env):
             config, action_mode, invalid_action, objective, reward_eta, eta_tau, reward_scale,
             self.warmup_epochs, warmup_policy,
         )  # fmt: skip
+        self._build_buffers(eib, efb, native_obs, native_act)
+        self._bind_buffers()
+        self._eta_initialised = False
+        self._started = False
+        self._renderer: FarmRenderer | None = None  # built at the first rgb_array/human frame
+        self._last_decision: Decision | None = None  # kept only when rendering
+
+    # ---- helpers -------------------------------------------------------------------------------
+    def _build_buffers(
+        self, eib: NDArray[np.int64], efb: NDArray[np.float64], native_obs: spaces.Box,
+        native_act: spaces.Discrete,
+    ) -> None:  # fmt: skip
+        """The merged buffers ``_IB``/``_FB`` (the simulator's packed state, then the env's
+        ``eib``/``efb``) and the arrays the kernels write the observation, mask and codes to."""
         # one row: the env is a batch of one for the kernels (the vector env uses N rows)
         ib, fb = self.sim.packed
         self._IB = np.concatenate([ib, eib])[None, :]
@@ -330,13 +326,7 @@ class ServerFarmEnv(gym.Env):
         self._act = np.zeros(1, dtype=np.int64)
         self._codes = np.zeros(1, dtype=np.int64)
         self._tag = self.sim.kind_tag  # fixed per farm; an attribute read on the hot path
-        self._bind_buffers()
-        self._eta_initialised = False
-        self._started = False
-        self._renderer: FarmRenderer | None = None  # built at the first rgb_array/human frame
-        self._last_decision: Decision | None = None  # kept only when rendering
 
-    # ---- helpers -------------------------------------------------------------------------------
     def _bind_buffers(self) -> None:
         """Point the simulator and the env's views into the merged buffers ``_IB``/``_FB``."""
         ib, fb = self._IB[0], self._FB[0]
@@ -345,10 +335,12 @@ class ServerFarmEnv(gym.Env):
         self._eib = ib[ni:]
         self._efb = fb[nf:]
         self._out = self._efb[self._eib[kn.EFO_OUT] :]
-        self._obs, self._mask = self._OBS[0], self._MASK[0]
+        # typed names: numpy's stubs give a row of a 2-d array no type
+        self._obs: NDArray[np.float32] = self._OBS[0]
+        self._mask: NDArray[np.bool_] = self._MASK[0]
 
     @property
-    def packed_buffers(self) -> tuple[np.ndarray, np.ndarray]:
+    def packed_buffers(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """The merged buffers ``(IB, FB)`` a step runs on, one row each: the simulator's packed
         ``ib`` / ``fb`` followed by the env's ``eib`` / ``efb`` (layout: ``envs.kernels.schema``;
         ``IB[0, kernels.H_ILEN]`` is where eib starts). ``envs.vector`` stacks copies of them."""
@@ -438,20 +430,24 @@ class ServerFarmEnv(gym.Env):
         return info
 
     # ---- Gymnasium API ---------------------------------------------------------------------------
-    def action_masks(self) -> np.ndarray:
+    def action_masks(self) -> NDArray[np.int8]:
         """``int8[n_actions]``, 1 for the valid actions at the current decision epoch
         (sb3-contrib's MaskablePPO reads this; ``action_space.sample(mask=...)`` takes it)."""
         if self.tokens is not None:
             return self.tokens.masks(self._mask).view(np.int8)
         # the kernels write a bool mask; viewing its bytes as int8 gives the 0/1 mask for free
-        return self._mask.view(np.int8).copy()
+        mask: NDArray[np.int8] = self._mask.view(np.int8).copy()  # typed: .copy() is untyped
+        return mask
 
-    def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
+    def _observation(self) -> Observation:
         if self.tokens is not None:
             return self.tokens.encode(self._obs)
-        return self._obs.copy()
+        obs: NDArray[np.float32] = self._obs.copy()  # a typed name: numpy's .copy() is untyped
+        return obs
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         if options is not None and not isinstance(options, Mapping):
             raise ValueError(
                 f"options: expected a dict or None, got {options!r} ({type(options).__name__}); "
@@ -471,7 +467,9 @@ class ServerFarmEnv(gym.Env):
             self._after_transition(None)
         return self._observation(), self._get_info(self._out.copy())
 
-    def step(self, action):
+    def step(
+        self, action: int | np.integer[Any] | NDArray[np.integer[Any]]
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if not self._started:
             raise RuntimeError("call reset() before step()")
         # what Gymnasium's envs do: refuse what the action space does not contain (floats,
@@ -580,14 +578,16 @@ class ServerFarmEnv(gym.Env):
 
     # ---- read-only state for renderers -----------------------------------------------------------
     @property
-    def occupancy(self) -> np.ndarray:
+    def occupancy(self) -> NDArray[np.int64]:
         """int64[S]: jobs on each server now (a copy)."""
-        return self.sim.occ.copy()
+        occ: NDArray[np.int64] = self.sim.occ.copy()  # a typed name: numpy's .copy() is untyped
+        return occ
 
     @property
-    def level_counts(self) -> np.ndarray:
+    def level_counts(self) -> NDArray[np.int64]:
         """int64[K, Bmax+1]: servers of group k holding b jobs now (a copy)."""
-        return self.sim.level_counts.copy()
+        counts: NDArray[np.int64] = self.sim.level_counts.copy()  # (.copy() is untyped)
+        return counts
 
     @property
     def job_type(self) -> int:
@@ -614,6 +614,49 @@ class ServerFarmEnv(gym.Env):
             "blocking": float(o[kn.X_BLOCKING]),
             "mean_response_time": float(o[kn.X_RESPONSE]),
         }
+
+
+def _check_settings(
+    action_mode: str,
+    obs_mode: str | None,
+    reward_eta: str | float,
+    eta_tau: float,
+    reward_scale: float,
+    objective: str,
+    invalid_action: str,
+    invalid_penalty: float,
+    warmup_epochs: int,
+    warmup_policy: str,
+    render_mode: str | None,
+) -> None:
+    """Refuse a :class:`ServerFarmEnv` setting it cannot run with (a ``ValueError`` naming it)."""
+    if obs_mode not in (None, action_mode, "tokens"):
+        raise ValueError(
+            f"obs_mode: {obs_mode!r} with action_mode={action_mode!r}; choose None (the "
+            f"action mode's own encoding), {action_mode!r} or 'tokens' (with group actions)"
+        )
+    if obs_mode == "tokens" and action_mode != "group":
+        raise ValueError("obs_mode: 'tokens' acts on (group, level) pairs; use action_mode='group'")
+    if not (isinstance(reward_eta, str) and reward_eta == "running"):
+        if isinstance(reward_eta, str):
+            raise ValueError(f"reward_eta: expected 'running' or a number, got {reward_eta!r}")
+        real_argument(reward_eta, "reward_eta (a fixed eta)", minimum=0.0, strict=False)
+    real_argument(eta_tau, "eta_tau (mean inter-arrival times)", minimum=0.0, strict=True)
+    real_argument(reward_scale, "reward_scale", minimum=0.0, strict=True)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: unknown {objective!r}; choose one of {list(OBJECTIVES)}")
+    if invalid_action not in INVALID_ACTION_MODES:
+        raise ValueError(
+            f"invalid_action: unknown {invalid_action!r}; choose one of {list(INVALID_ACTION_MODES)}"
+        )
+    real_argument(invalid_penalty, "invalid_penalty", minimum=0.0, strict=False)
+    count_argument(warmup_epochs, "warmup_epochs", minimum=0)
+    if warmup_policy not in ("pas", "random"):
+        raise ValueError(f"warmup_policy: choose 'pas' or 'random', got {warmup_policy!r}")
+    if render_mode is not None and render_mode not in RENDER_MODES:
+        raise ValueError(
+            f"render_mode: unsupported {render_mode!r}; use None or one of {list(RENDER_MODES)}"
+        )
 
 
 def _shown(action: Any) -> str:

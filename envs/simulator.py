@@ -17,8 +17,10 @@ randomness comes from one ``numpy.random.Generator``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from envs import kernels as kn
 from envs.config import FarmConfig
@@ -192,7 +194,7 @@ class FarmSimulator:
         return sim
 
     @property
-    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+    def packed(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """The packed buffers ``(ib, fb)`` every array attribute views (``envs.kernels.schema``)."""
         return self._ib, self._fb
 
@@ -205,6 +207,7 @@ class FarmSimulator:
     @property
     def rng(self) -> np.random.Generator:
         """The single random stream (the compiled kernels read its state through raw pointers)."""
+        assert self._rng is not None  # None only inside __init__ and __setstate__
         return self._rng
 
     @rng.setter
@@ -214,13 +217,13 @@ class FarmSimulator:
         self._rng = gen  # holding it keeps the pointers valid
         kn.rng_pointers(gen, self._rng_ptrs)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # the array attributes are views of the packed buffers and the kernels read the Generator
         # through raw pointers: pickle the buffers and the Generator, rebuild the rest
         return {"config": self.config, "general": self.general, "ib": self._ib, "fb": self._fb,
                 "rng": self._rng}  # fmt: skip
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.config = state["config"]
         self.general = state["general"]
         self._dummy_table = np.zeros((self.config.n_groups, self.config.max_buffer + 1))
@@ -252,15 +255,16 @@ class FarmSimulator:
         return int(self._isc[kn.PENDING])
 
     @property
-    def modes(self) -> np.ndarray:
+    def modes(self) -> NDArray[np.int64]:
         """int64[S] (a copy): each server's mode with right-sizing, ``MODE_ON`` (0), ``MODE_SETUP``
         (1) or ``MODE_OFF`` (2); all ON for a farm without ``sleep``."""
         if self._modes.shape[0] == 0:
             return np.zeros(self.config.n_servers, dtype=np.int64)
-        return self._modes.copy()
+        modes: NDArray[np.int64] = self._modes.copy()  # a typed name: numpy's .copy() is untyped
+        return modes
 
     @property
-    def mode_counts(self) -> np.ndarray:
+    def mode_counts(self) -> NDArray[np.int64]:
         """int64[K, 2]: servers of each group that are off and in setup (zeros without sleep)."""
         out = np.zeros((self.config.n_groups, 2), dtype=np.int64)
         if self._mode_counts.shape[0]:
@@ -291,14 +295,16 @@ class FarmSimulator:
     def mean_jobs_in_system(self) -> np.float64:
         """Time-average number of jobs in the system since the last reset."""
         t = self._fs[kn.T]
-        return self._fs[kn.JOBTIME] / t if t > 0 else np.float64(0.0)
+        mean: np.float64 = self._fs[kn.JOBTIME] / t if t > 0 else np.float64(0.0)
+        return mean  # a typed name: an element of a float64 array is untyped in numpy's stubs
 
     @property
     def mean_response_time(self) -> np.float64:
         """Mean response time (acceptance to departure) since the last reset, by Little's law:
         the time integral of the jobs in the system over the jobs accepted (0.0 before any)."""
         a = self._cnt[1].sum()
-        return self._fs[kn.JOBTIME] / a if a > 0 else np.float64(0.0)
+        mean: np.float64 = self._fs[kn.JOBTIME] / a if a > 0 else np.float64(0.0)
+        return mean  # a typed name: an element of a float64 array is untyped in numpy's stubs
 
     @property
     def work(self) -> float:
@@ -313,17 +319,19 @@ class FarmSimulator:
         return float(self._fs[kn.COST])
 
     # ---- masks -------------------------------------------------------------------------------
-    def server_mask(self, j: int) -> np.ndarray:
+    def server_mask(self, j: int) -> NDArray[np.bool_]:
         """bool[S]: servers available to type j that are not full."""
-        c = self.config
-        return c.server_availability[j] & (self.occ < self._buffers[self._server_group])
+        free: NDArray[np.bool_] = self.occ < self._buffers[self._server_group]
+        mask: NDArray[np.bool_] = self.config.server_availability[j] & free
+        return mask
 
-    def level_mask(self, j: int) -> np.ndarray:
+    def level_mask(self, j: int) -> NDArray[np.bool_]:
         """bool[K, Bmax+1]: (group, level) pairs a type-j job may be sent to (level < B_k)."""
         c = self.config
         levels = np.arange(c.max_buffer + 1)
-        ok = (levels[None, :] < self._buffers[:, None]) & (self.level_counts > 0)
-        return ok & c.availability[j][:, None]
+        ok: NDArray[np.bool_] = (levels[None, :] < self._buffers[:, None]) & (self.level_counts > 0)
+        mask: NDArray[np.bool_] = ok & c.availability[j][:, None]
+        return mask
 
     def server_at_level(self, k: int, b: int) -> int:
         """Smallest-index server of group k holding b jobs (-1 if none)."""

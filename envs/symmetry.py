@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from envs.config import FarmConfig
 from envs.observation import group_features, hist_offsets, level_offsets, n_interval_features
@@ -44,10 +45,13 @@ class GroupView:
         self.n_actions = int(level_offsets(config)[-1])
         self._tail = n_interval_features(config) + config.n_job_types
 
-    def occupancy(self, obs: np.ndarray) -> np.ndarray:
+    def occupancy(self, obs: ArrayLike) -> NDArray[np.int64]:
         """int64[N, S]: jobs at each server (``obs[s] = n_s / B_k``, exact after rounding)."""
         x = np.asarray(obs, dtype=np.float64)[:, : self.n_servers]
-        return np.rint(x * self._buffers).astype(np.int64)
+        occ: NDArray[np.int64] = np.rint(x * self._buffers).astype(
+            np.int64
+        )  # a typed name: numpy leaves this untyped
+        return occ
 
     def observation(self, obs: np.ndarray) -> np.ndarray:
         """float32[N, L + tail]: the group-mode observations of server-mode ``obs`` [N, S + tail]."""
@@ -58,11 +62,14 @@ class GroupView:
         counts = np.bincount(flat, minlength=n * self.obs_size).reshape(n, self.obs_size)
         return np.concatenate([group_features(self.config, counts), obs[:, self.n_servers :]], 1)
 
-    def _pairs(self, obs: np.ndarray) -> np.ndarray:
+    def _pairs(self, obs: ArrayLike) -> NDArray[np.int64]:
         """int64[N, S]: the group-mode action of each server (its group, its level); a full
         server's entry is never used (it is masked)."""
         occ = np.minimum(self.occupancy(obs), self._buffers.astype(np.int64) - 1)
-        return self._act_base[None, :] + occ
+        pairs: NDArray[np.int64] = (
+            self._act_base[None, :] + occ
+        )  # a typed name: numpy leaves this untyped
+        return pairs
 
     def masks(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """bool[N, A]: (group, level) pairs with at least one allowed server."""
@@ -89,7 +96,10 @@ class GroupView:
                 f"actions: (group, level) action {int(actions[bad])} of row {bad} has no allowed "
                 "server; pass actions allowed by GroupView.masks"
             )
-        return hit.argmax(axis=1).astype(np.int64)
+        servers: NDArray[np.int64] = hit.argmax(axis=1).astype(
+            np.int64
+        )  # a typed name: numpy leaves this untyped
+        return servers
 
     def wrap(
         self, predict: Callable[[np.ndarray, np.ndarray], np.ndarray]

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from numpy.typing import NDArray
 
 from envs.config import FarmConfig
 from envs.observation import hist_offsets, level_offsets, n_interval_features
@@ -141,45 +142,12 @@ class TokenEncoding:
         col = {n: i for i, n in enumerate(self.feature_names)}
         self._avail_col = col["available"]
         F = len(self.feature_names)
-        NI = config.n_intervals
 
-        # -- static part of the tokens, one table per schedule interval -----------------------
-        mu, pw = config.mu_table, config.power_table  # [K, Bmax+1]
-        mu_ref = float(mu.max())
-        p_ref = float(pw[:, 1:].max())
-        price_ref = float(config.prices.max())
-        caps = np.array([g.count * g.service_rate[-1] for g in config.groups])
-        avail = config.availability  # [J, K]
-        rates = config.arrival_rates  # [NI, J]
-        static = np.zeros((NI, G, F), dtype=np.float64)
-        mu_c, pw_c, open_c = col["mu[1]"], col["power[1]"], col["level_open[0]"]
-        for k, g in enumerate(config.groups):
-            B = g.buffer
-            static[:, k, mu_c : mu_c + B] = mu[k, 1 : B + 1] / mu_ref
-            static[:, k, pw_c : pw_c + B] = pw[k, 1 : B + 1] / p_ref
-            static[:, k, open_c : open_c + B] = 1.0
-            static[:, k, col["idle_power"]] = g.idle_power / p_ref
-            static[:, k, col["one_server"]] = 1.0 / g.count
-            static[:, k, col["server_share"]] = g.count / config.n_servers
-            static[:, k, col["buffer"]] = B / L
-        static[:, :K, col["pas_priority"]] = config.group_efficiency / config.group_efficiency.max()
-        offered = rates @ avail  # [NI, K]: arrival rate of the types that may use k
-        total = rates.sum(axis=1, keepdims=True)
-        static[:, :K, col["offered_load"]] = _squash(offered / caps[None, :])
-        static[:, :K, col["arrival_share"]] = offered / total
-        static[:, :K, col["price"]] = config.prices / price_ref
-        self._static = static.astype(np.float32)
-
-        # -- the job vector, per interval and type ------------------------------------------------
-        J = config.n_job_types
-        job = np.zeros((NI, J, len(JOB_FEATURES)), dtype=np.float64)
-        job[:, :, 0] = rates / total
-        job[:, :, 1] = avail.sum(axis=1)[None, :] / K
-        job[:, :, 2] = (avail @ caps)[None, :] / caps.sum()
-        job[:, :, 3] = _squash(total / caps.sum())
-        job[:, :, 4] = np.log10(config.n_servers + 1) / 7.0
-        job[:, :, 5] = K / G
-        self._job = job.astype(np.float32)
+        # the padded per-interval tables: a token of group k is static[interval, k] plus the
+        # occupancy histogram, the job vector job[interval, type] (computed once, not per step)
+        self._static = _static_tokens(config, G, L, col)
+        self._job = _job_vectors(config, G)
+        J, avail = config.n_job_types, config.availability
         self._avail = np.zeros((J, G), dtype=np.float32)
         self._avail[:, :K] = avail
         self._group_mask = np.zeros(G, dtype=np.float32)
@@ -265,3 +233,52 @@ class TokenEncoding:
         """Token action(s) of group-mode action(s)."""
         t = self._from_group[np.asarray(group_actions, dtype=np.int64)]
         return int(t) if t.ndim == 0 else t
+
+
+def _static_tokens(config: FarmConfig, G: int, L: int, col: dict[str, int]) -> NDArray[np.float32]:
+    """float32[NI, G, F]: the farm's part of each group token in each schedule interval
+    (service and power per level, shares, loads and prices, scaled into [0, 1])."""
+    K, F, NI = config.n_groups, len(group_feature_names(L)), config.n_intervals
+    mu, pw = config.mu_table, config.power_table  # [K, Bmax+1]
+    mu_ref = float(mu.max())
+    p_ref = float(pw[:, 1:].max())
+    price_ref = float(config.prices.max())
+    caps = np.array([g.count * g.service_rate[-1] for g in config.groups])
+    avail = config.availability  # [J, K]
+    rates = config.arrival_rates  # [NI, J]
+    static = np.zeros((NI, G, F), dtype=np.float64)
+    mu_c, pw_c, open_c = col["mu[1]"], col["power[1]"], col["level_open[0]"]
+    for k, g in enumerate(config.groups):
+        B = g.buffer
+        static[:, k, mu_c : mu_c + B] = mu[k, 1 : B + 1] / mu_ref
+        static[:, k, pw_c : pw_c + B] = pw[k, 1 : B + 1] / p_ref
+        static[:, k, open_c : open_c + B] = 1.0
+        static[:, k, col["idle_power"]] = g.idle_power / p_ref
+        static[:, k, col["one_server"]] = 1.0 / g.count
+        static[:, k, col["server_share"]] = g.count / config.n_servers
+        static[:, k, col["buffer"]] = B / L
+    static[:, :K, col["pas_priority"]] = config.group_efficiency / config.group_efficiency.max()
+    offered = rates @ avail  # [NI, K]: arrival rate of the types that may use k
+    total = rates.sum(axis=1, keepdims=True)
+    static[:, :K, col["offered_load"]] = _squash(offered / caps[None, :])
+    static[:, :K, col["arrival_share"]] = offered / total
+    static[:, :K, col["price"]] = config.prices / price_ref
+    out: NDArray[np.float32] = static.astype(np.float32)
+    return out
+
+
+def _job_vectors(config: FarmConfig, G: int) -> NDArray[np.float32]:
+    """float32[NI, J, len(JOB_FEATURES)]: the job vector of each type in each interval."""
+    K, caps = config.n_groups, np.array([g.count * g.service_rate[-1] for g in config.groups])
+    avail, rates = config.availability, config.arrival_rates
+    total = rates.sum(axis=1, keepdims=True)
+    NI, J = config.n_intervals, config.n_job_types
+    job = np.zeros((NI, J, len(JOB_FEATURES)), dtype=np.float64)
+    job[:, :, 0] = rates / total
+    job[:, :, 1] = avail.sum(axis=1)[None, :] / K
+    job[:, :, 2] = (avail @ caps)[None, :] / caps.sum()
+    job[:, :, 3] = _squash(total / caps.sum())
+    job[:, :, 4] = np.log10(config.n_servers + 1) / 7.0
+    job[:, :, 5] = K / G
+    out: NDArray[np.float32] = job.astype(np.float32)
+    return out

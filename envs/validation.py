@@ -94,6 +94,7 @@ __all__ = [
     "schedule",
     "server_group_fields",
     "shown",
+    "shown_items",
     "text",
 ]
 
@@ -152,6 +153,12 @@ def shown(v: Any) -> str:
     if v is None or isinstance(v, (bool, float, np.floating)):
         return repr(v)
     return f"a value of type {type(v).__name__}"
+
+
+def shown_items(items: list[Any], n: int = 10) -> str:
+    """The first ``n`` items of a list for a message (a farm may have 10,000 groups)."""
+    head = ", ".join(shown(x) for x in items[:n])
+    return f"[{head}{f', ... ({len(items):,} in all)' if len(items) > n else ''}]"
 
 
 def text(v: Any, where: str, *, max_length: int = MAX_NAME_LENGTH) -> str:

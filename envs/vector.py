@@ -54,18 +54,26 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces import Box, Discrete
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+from numpy.typing import NDArray
 
 from envs import kernels as kn
 from envs.config import FarmConfig
 from envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from envs.simulator import FarmSimulator
 from envs.validation import count_argument
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.vec_env import VecEnv as _VecEnvBase
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+else:  # the adapter's base class is added when it is built (_adapter_class)
+    _VecEnvBase = object
 
 #: bytes a FarmSimulator view object of one env costs beside its packed row (an upper bound of
 #: its attributes and NumPy views; the rows themselves are counted exactly)
@@ -127,21 +135,12 @@ class ServerFarmVectorEnv(VectorEnv):
         vector_kwargs: Mapping[str, Any] | None = None,
         slo_multiplier: float | None = None,
     ):
-        count_argument(num_envs, "num_envs", minimum=1)
-        if vector_kwargs:
-            unknown = sorted(set(vector_kwargs) - set(NATIVE_VECTOR_KWARGS))
-            if unknown:
-                raise ValueError(
-                    f"vector_kwargs: {unknown} not understood by the native vector env (it takes "
-                    f"{list(NATIVE_VECTOR_KWARGS)}); use vectorization_mode='sync' for those"
-                )
-            autoreset_mode = vector_kwargs.get("autoreset_mode", autoreset_mode)
+        # the vector env's own arguments first (the template env below checks the rest)
+        autoreset_mode = _check_vector_arguments(
+            num_envs, vector_kwargs, autoreset_mode, max_episode_steps, render_mode
+        )
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        if max_episode_steps is not None and int(max_episode_steps) < 0:
-            raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
-        if render_mode is not None:
-            raise ValueError(f"render_mode: the vector env does not render, got {render_mode!r}")
         # a template single env validates the arguments and builds spaces and packed buffers
         self._template = env = ServerFarmEnv(
             scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
@@ -165,6 +164,20 @@ class ServerFarmVectorEnv(VectorEnv):
         self.observation_space = batch_space(env.observation_space, n)
         self.action_space = batch_space(env.action_space, n)
 
+        self._build_buffers(env)
+        self._bind()
+        self._build_info_slots(objective)
+        self._ended = np.zeros(n, dtype=bool)  # DISABLED mode: truncated and not yet reset
+        self._eta_initialised = False
+        self._needs_reset = True
+        self.closed = False
+
+    def _build_buffers(self, env: ServerFarmEnv) -> None:
+        """The batched buffers: ``num_envs`` copies of the template env's packed row, and the
+        observation, mask and code arrays the kernels write to."""
+        n = self.num_envs
+        # the template's spaces are its action mode's own (a vector env has no token view)
+        assert isinstance(env.observation_space, Box) and isinstance(env.action_space, Discrete)
         IB, FB = env.packed_buffers
         ni = int(IB[0, kn.H_ILEN])
         self._ibuf = np.tile(IB, (n, 1))
@@ -175,8 +188,12 @@ class ServerFarmVectorEnv(VectorEnv):
         self._codes = np.zeros(n, dtype=np.int64)
         self._tag = env.sim.kind_tag
         self._rngs: list[np.random.Generator | None] = [None] * n
-        self._bind()
-        self._info_slots = _SCALAR_INFO
+
+    def _build_info_slots(self, objective: str) -> None:
+        """Which scalar info numbers to copy out of the packed rows, and the all-True ``_key``
+        masks Gymnasium's vector info convention pairs with every key."""
+        n = self.num_envs
+        self._info_slots: tuple[tuple[str, int], ...] = _SCALAR_INFO
         if objective == "cost":
             self._info_slots += (("cost", kn.X_COST), ("cost_efficiency", kn.X_COSTEFF))
         every = np.ones(n, dtype=bool)
@@ -190,10 +207,6 @@ class ServerFarmVectorEnv(VectorEnv):
             "invalid_actions",
         ]
         self._every = {"_" + k: every for k in keys}
-        self._ended = np.zeros(n, dtype=bool)  # DISABLED mode: truncated and not yet reset
-        self._eta_initialised = False
-        self._needs_reset = True
-        self.closed = False
 
     def _bind(self) -> None:
         """Derive the views of the packed buffers and one FarmSimulator per env viewing its row
@@ -206,7 +219,8 @@ class ServerFarmVectorEnv(VectorEnv):
         self._out = self._fbuf[:, o : o + kn.N_OUT + self.config.n_job_types]
         self.sims: list[FarmSimulator] = []
         for e in range(self.num_envs):
-            rng = self._rngs[e] if self._rngs[e] is not None else env.sim.rng
+            own = self._rngs[e]
+            rng = own if own is not None else env.sim.rng
             self.sims.append(FarmSimulator.from_buffers(
                 self.config, env.sim.general, self._ibuf[e, :ni], self._fbuf[e, :nf], rng
             ))  # fmt: skip
@@ -240,15 +254,16 @@ class ServerFarmVectorEnv(VectorEnv):
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seeds = [int(seed) + i for i in range(n)]
         else:
-            seeds = list(seed)
+            seeds = list(cast(Sequence[int | None], seed))  # the int seeds took the branch above
             if len(seeds) != n:
                 raise ValueError(f"seed: expected an int or {n} seeds, got {len(seeds)}")
         for e, s in enumerate(seeds):
             if not which[e]:
                 continue
-            if s is not None or self._rngs[e] is None:
-                self._rngs[e] = np.random.default_rng(s)
-            self.sims[e].rng = self._rngs[e]  # writes the pointers into the env's row
+            rng = self._rngs[e]
+            if s is not None or rng is None:
+                self._rngs[e] = rng = np.random.default_rng(s)
+            self.sims[e].rng = rng  # writes the pointers into the env's row
         if self.reward_eta == "running" and (seed is not None or not self._eta_initialised):
             self._template._init_eta()  # PAS's efficiency: the same for every env
             rows = which if self._eta_initialised else np.ones(n, dtype=bool)
@@ -287,7 +302,7 @@ class ServerFarmVectorEnv(VectorEnv):
         bool, a float, a string, a wrong shape or an index outside the action space is refused
         rather than truncated or wrapped. Bad indices are shown as given (uint64 included)."""
         a = np.asarray(actions)
-        n = int(self.single_action_space.n)
+        n = self._template._n_act
         if a.dtype.kind not in "iu" or a.shape not in ((self.num_envs,), (self.num_envs, 1)):
             raise ValueError(
                 f"actions: expected integers of shape ({self.num_envs},) (one index 0..{n - 1} "
@@ -398,9 +413,10 @@ class ServerFarmVectorEnv(VectorEnv):
         self._eib[:, kn.E_WARMUP] = w
         self._needs_reset = True
 
-    def action_masks(self) -> np.ndarray:
+    def action_masks(self) -> NDArray[np.bool_]:
         """``bool[num_envs, n_actions]``: valid actions of each env at its current epoch."""
-        return self._mask.copy()
+        masks: NDArray[np.bool_] = self._mask.copy()  # a typed name: numpy's .copy() is untyped
+        return masks
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Per-env results of ``name`` (``"action_masks"`` or an attribute of the settings)."""
@@ -425,9 +441,10 @@ class ServerFarmVectorEnv(VectorEnv):
         self._template.slo_multiplier = beta
 
     @property
-    def n_invalid(self) -> np.ndarray:
+    def n_invalid(self) -> NDArray[np.int64]:
         """Masked actions replaced by the fallback in each env's current episode."""
-        return self._eib[:, kn.E_NINV].copy()
+        counts: NDArray[np.int64] = self._eib[:, kn.E_NINV].copy()  # (.copy() is untyped)
+        return counts
 
     def close_extras(self, **kwargs: Any) -> None:
         self.closed = True
@@ -444,6 +461,30 @@ def _only(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
         v[~rows] = 0
         out[key], out["_" + key] = v, rows.copy()
     return out
+
+
+def _check_vector_arguments(
+    num_envs: int,
+    vector_kwargs: Mapping[str, Any] | None,
+    autoreset_mode: AutoresetMode | str,
+    max_episode_steps: int | None,
+    render_mode: str | None,
+) -> AutoresetMode | str:
+    """Refuse a vector-env argument it cannot honour; the autoreset mode ``vector_kwargs`` sets."""
+    count_argument(num_envs, "num_envs", minimum=1)
+    if vector_kwargs:
+        unknown = sorted(set(vector_kwargs) - set(NATIVE_VECTOR_KWARGS))
+        if unknown:
+            raise ValueError(
+                f"vector_kwargs: {unknown} not understood by the native vector env (it takes "
+                f"{list(NATIVE_VECTOR_KWARGS)}); use vectorization_mode='sync' for those"
+            )
+        autoreset_mode = vector_kwargs.get("autoreset_mode", autoreset_mode)
+    if max_episode_steps is not None and int(max_episode_steps) < 0:
+        raise ValueError(f"max_episode_steps: must be >= 0 or None, got {max_episode_steps}")
+    if render_mode is not None:
+        raise ValueError(f"render_mode: the vector env does not render, got {render_mode!r}")
+    return autoreset_mode
 
 
 def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
@@ -467,8 +508,8 @@ def bytes_per_env(env: ServerFarmEnv) -> int:
     """Memory one env of a vector env takes: its packed buffers, observation and mask rows,
     and its simulator view object."""
     IB, FB = env.packed_buffers
-    obs = int(np.prod(env.observation_space.shape)) * 4 if env.tokens is None else 0
-    return int(IB.nbytes + FB.nbytes) + obs + int(env.action_space.n) + _SIM_BYTES
+    obs = int(np.prod(env._OBS.shape)) * 4 if env.tokens is None else 0
+    return int(IB.nbytes + FB.nbytes) + obs + env._n_act + _SIM_BYTES
 
 
 def max_num_envs(env: ServerFarmEnv) -> int:
@@ -515,13 +556,100 @@ def make_vec(
     )
 
 
-def _adapter_class() -> type:
-    """Build :class:`SB3VecEnvAdapter` (Stable-Baselines3, and with it torch, is imported only
-    when the adapter is first used: the vector env itself does not need it)."""
-    from stable_baselines3.common.vec_env import VecEnv
-    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
+class _SB3AdapterMethods(_VecEnvBase):
+    """The methods of :class:`SB3VecEnvAdapter`, kept apart from the class itself so that
+    Stable-Baselines3 (and with it torch) is imported only when the adapter is first used."""
 
-    class SB3VecEnvAdapter(VecEnv):
+    def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
+        self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
+        if self.venv.autoreset_mode is not AutoresetMode.NEXT_STEP:
+            raise ValueError(
+                "venv: the adapter does SB3's own same-step reset on a vector env with "
+                f"autoreset_mode NEXT_STEP, got {self.venv.autoreset_mode}"
+            )
+        super().__init__(
+            self.venv.num_envs,
+            self.venv.single_observation_space,
+            self.venv.single_action_space,
+        )
+        self._actions = np.zeros(self.num_envs, dtype=np.int64)
+
+    def reset(self) -> np.ndarray:
+        seeds = self._seeds if any(s is not None for s in self._seeds) else None
+        obs, infos = self.venv.reset(seed=seeds)
+        self.reset_infos = self._info_dicts(infos)
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
+        dones = terminated | truncated
+        info_list = self._info_dicts(infos)
+        if dones.any():
+            # SB3 resets at once: reset the finished envs now (the vector env would at its next
+            # step), keep their last observation for bootstrapping
+            v = self.venv
+            kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones, v._tag)
+            reset_infos = self._info_dicts(v._infos())
+            for i in np.flatnonzero(dones):
+                info_list[i]["terminal_observation"] = obs[i].copy()
+                info_list[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                self.reset_infos[i] = reset_infos[i]
+                obs[i] = v._obs[i]
+        return obs, rewards, dones, info_list
+
+    @staticmethod
+    def _info_dicts(infos: dict[str, Any]) -> list[dict[str, Any]]:
+        keys = [k for k in infos if not k.startswith("_")]
+        cols = [infos[k].tolist() if k not in ("action_mask", "blocking_per_type") else infos[k]
+                for k in keys]  # fmt: skip
+        return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if attr_name == "action_masks":
+            return [lambda i=i: self.venv._mask[i].copy() for i in idx]
+        value = getattr(self.venv._template, attr_name)
+        return [value for _ in idx]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        raise AttributeError(
+            f"set_attr: the envs of a ServerFarmVectorEnv share their settings; build a new "
+            f"vector env to change {attr_name!r}"
+        )
+
+    def env_method(
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
+    ) -> list[Any]:
+        idx = list(self._get_indices(indices))
+        if method_name == "action_masks":
+            masks = self.venv._mask
+            return [masks[i].copy() for i in idx]
+        raise AttributeError(f"env_method: only 'action_masks' is supported, not {method_name!r}")
+
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+
+def _adapter_class() -> type:
+    """Build :class:`SB3VecEnvAdapter` on Stable-Baselines3's ``VecEnv`` (imported here, at the
+    adapter's first use: the vector env itself does not need it)."""
+    from stable_baselines3.common.vec_env import VecEnv
+
+    class SB3VecEnvAdapter(_SB3AdapterMethods, VecEnv):
         """A :class:`ServerFarmVectorEnv` as a Stable-Baselines3 ``VecEnv`` (for MaskablePPO).
 
         SB3's convention is *same-step* autoreset: when env ``i`` is done the returned observation is
@@ -534,91 +662,6 @@ def _adapter_class() -> type:
             venv: the vector env, or ``None`` to build one from ``kwargs``.
             **kwargs: arguments of :class:`ServerFarmVectorEnv` (``num_envs``, ``scenario``, ...).
         """
-
-        def __init__(self, venv: ServerFarmVectorEnv | None = None, **kwargs: Any):
-            self.venv = venv if venv is not None else ServerFarmVectorEnv(**kwargs)
-            if self.venv.autoreset_mode is not AutoresetMode.NEXT_STEP:
-                raise ValueError(
-                    "venv: the adapter does SB3's own same-step reset on a vector env with "
-                    f"autoreset_mode NEXT_STEP, got {self.venv.autoreset_mode}"
-                )
-            super().__init__(
-                self.venv.num_envs,
-                self.venv.single_observation_space,
-                self.venv.single_action_space,
-            )
-            self._actions = np.zeros(self.num_envs, dtype=np.int64)
-
-        def reset(self) -> np.ndarray:
-            seeds = self._seeds if any(s is not None for s in self._seeds) else None
-            obs, infos = self.venv.reset(seed=seeds)
-            self.reset_infos = self._info_dicts(infos)
-            self._reset_seeds()
-            self._reset_options()
-            return obs
-
-        def step_async(self, actions: np.ndarray) -> None:
-            self._actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
-
-        def step_wait(self) -> VecEnvStepReturn:
-            obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
-            dones = terminated | truncated
-            info_list = self._info_dicts(infos)
-            if dones.any():
-                # SB3 resets at once: reset the finished envs now (the vector env would at its next
-                # step), keep their last observation for bootstrapping
-                v = self.venv
-                kn.vec_reset(v._ibuf, v._fbuf, v._obs, v._mask, dones, v._tag)
-                reset_infos = self._info_dicts(v._infos())
-                for i in np.flatnonzero(dones):
-                    info_list[i]["terminal_observation"] = obs[i].copy()
-                    info_list[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-                    self.reset_infos[i] = reset_infos[i]
-                    obs[i] = v._obs[i]
-            return obs, rewards, dones, info_list
-
-        @staticmethod
-        def _info_dicts(infos: dict[str, Any]) -> list[dict[str, Any]]:
-            keys = [k for k in infos if not k.startswith("_")]
-            cols = [infos[k].tolist() if k not in ("action_mask", "blocking_per_type") else infos[k]
-                    for k in keys]  # fmt: skip
-            return [dict(zip(keys, row, strict=True)) for row in zip(*cols, strict=True)]
-
-        def close(self) -> None:
-            self.venv.close()
-
-        def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-            idx = list(self._get_indices(indices))
-            if attr_name == "action_masks":
-                return [lambda i=i: self.venv._mask[i].copy() for i in idx]  # type: ignore[misc]
-            value = getattr(self.venv._template, attr_name)
-            return [value for _ in idx]
-
-        def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-            raise AttributeError(
-                f"set_attr: the envs of a ServerFarmVectorEnv share their settings; build a new "
-                f"vector env to change {attr_name!r}"
-            )
-
-        def env_method(
-            self,
-            method_name: str,
-            *method_args: Any,
-            indices: VecEnvIndices = None,
-            **method_kwargs,
-        ) -> list[Any]:
-            idx = list(self._get_indices(indices))
-            if method_name == "action_masks":
-                masks = self.venv._mask
-                return [masks[i].copy() for i in idx]
-            raise AttributeError(
-                f"env_method: only 'action_masks' is supported, not {method_name!r}"
-            )
-
-        def env_is_wrapped(
-            self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-        ) -> list[bool]:
-            return [False for _ in self._get_indices(indices)]
 
     return SB3VecEnvAdapter
 

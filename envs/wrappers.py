@@ -22,7 +22,7 @@ forward attributes).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
@@ -36,6 +36,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tianshou": {"obs_key": "obs", "mask_key": "mask", "dtype": np.int8},
     "torchrl": {"obs_key": "observation", "mask_key": "action_mask", "dtype": np.bool_},
 }
+
+
+class _MaskedEnv(Protocol):
+    def action_masks(self) -> np.ndarray: ...
 
 
 class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
@@ -94,4 +98,7 @@ class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs)
 
     def action_masks(self) -> np.ndarray:
         """The current mask in this wrapper's dtype (sb3-contrib can read it here too)."""
-        return self.env.unwrapped.action_masks().astype(self.mask_dtype)
+        # __init__ checked that the unwrapped env has action_masks() (gymnasium types it as Env)
+        env = cast(_MaskedEnv, self.env.unwrapped)
+        masks: np.ndarray = env.action_masks().astype(self.mask_dtype)
+        return masks

@@ -79,28 +79,29 @@ def _cache_dir_for(user_dir: str) -> Path:
 @contextlib.contextmanager
 def kernel_cache() -> Iterator[Path]:
     """While active, dispatchers created with ``cache=True`` cache in :func:`cache_dir`."""
-    previous = config.CACHE_DIR
+    # numba.config sets CACHE_DIR at import time from the environment: numba's stubs omit it
+    previous = config.CACHE_DIR  # type: ignore[attr-defined]
     target = _cache_dir_for(previous)
-    config.CACHE_DIR = str(target)
+    config.CACHE_DIR = str(target)  # type: ignore[attr-defined]
     try:
         yield target
     finally:
-        config.CACHE_DIR = previous
+        config.CACHE_DIR = previous  # type: ignore[attr-defined]
 
 
 #: options of every compiled function of the package (cached on disk, nogil)
-JIT = {"cache": True, "nogil": True}
+JIT: dict[str, Any] = {"cache": True, "nogil": True}
 #: overloads are compiled inside their (cached) callers, after the cache directory is restored:
 #: caching them would put them in numba's default place, keyed by their own file only
-OVERLOAD_JIT = {"nogil": True}
+OVERLOAD_JIT: Any = {"nogil": True}  # (numba types jit_options as a private TypedDict)
 
 
-def kernel_njit(**options: Any) -> Callable[[Callable], Any]:
+def kernel_njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:
     """``numba.njit(cache=True, nogil=True, **options)``, the dispatcher created under
     :func:`kernel_cache` (its cache locator is chosen when it is created): the decorator of every
     compiled function of the package. The machine code is what ``njit`` alone gives."""
 
-    def decorate(fn: Callable) -> Any:
+    def decorate(fn: Callable[..., Any]) -> Any:
         with kernel_cache():
             return njit(**JIT, **options)(fn)
 

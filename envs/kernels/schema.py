@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 LAYOUT_FILE = Path(__file__).resolve().parent / "layout.py"
 
@@ -222,7 +223,7 @@ def _slots(f: Field, dims: dict[str, int]) -> int:
 
 
 def pack_simulator(
-    dims: dict[str, int], values: dict[str, np.ndarray]
+    dims: dict[str, int], values: dict[str, np.ndarray | float]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(ib, fb)`` with the header (``dims``: every DIMS name but ILEN, FLEN) and each field
     filled from ``values`` (by name; a field without a value starts as zeros)."""
@@ -277,7 +278,7 @@ def sets_layout(dims: dict[str, int]) -> dict[str, int]:
 def pack_env_buffers(
     islots: dict[str, int], itables: dict[str, np.ndarray], fslots: dict[str, float],
     ftables: dict[str, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:  # fmt: skip
     """``(eib, efb)`` of one env from its slot values and tables (by the names above; every
     table must be given, slots not given start at 0)."""
     for what, given, declared in (("itables", itables, ENV_ITABLES),
@@ -288,8 +289,8 @@ def pack_env_buffers(
     efb = np.zeros(ENV_F["EF_HEADER"] + sum(len(ftables[n]) for n in ENV_FTABLES))
     for n, v in islots.items():
         eib[ENV[f"E_{n}"]] = v
-    for n, v in fslots.items():
-        efb[ENV_F[f"EF_{n}"]] = v
+    for n, fv in fslots.items():
+        efb[ENV_F[f"EF_{n}"]] = fv
     for buf, prefix, start, names, tables in (
         (eib, "EO_", ENV["E_HEADER"], ENV_ITABLES, itables),
         (efb, "EFO_", ENV_F["EF_HEADER"], ENV_FTABLES, ftables),
