@@ -113,7 +113,7 @@ RULES = Rules()
 
 @dataclass
 class FarmSettings:
-    """Every derived setting (names as ``train.Args``) and why (``reasons[name]``)."""
+    """Every derived setting (names as the fields of ``agents.common.run_args.LeanArgs``) and why (``reasons[name]``)."""
 
     action_mode: str
     advantage: str
@@ -139,7 +139,7 @@ class FarmSettings:
     reasons: dict[str, str] = field(default_factory=dict)
 
     def as_args(self) -> dict[str, Any]:
-        """The settings that are ``train.Args`` fields (what train.py merges)."""
+        """The settings that are ``LeanArgs`` fields (what train.py merges)."""
         d = asdict(self)
         d.pop("reasons")
         d.pop("epochs_per_duration")
