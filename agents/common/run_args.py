@@ -367,6 +367,8 @@ def _resume(out: Path, cli: dict[str, Any], farms: _Farms) -> ResolvedRun | None
     if not (out / "args.json").exists():
         return None
     saved = saved_args(out / "args.json")
+    if saved["trainer"] == "lean":  # the sb3 options it does not record are at "not used"
+        saved = SB3_UNUSED | saved
     fixed = {k: v for k, v in cli.items() if k not in (*RESUME_OVERRIDABLE, "resume")}
     for k, v in fixed.items():
         if k in saved and k != "output_dir" and saved[k] != v:

@@ -74,3 +74,17 @@ def test_args_file_of_the_single_class_layout_replays(tmp_path):
     path.write_text(json.dumps(saved | {"reward": "expected"}))
     with pytest.raises(ValueError, match="--reward: an option of --trainer sb3 only"):
         resolve_args(["--args-file", str(path)])
+
+
+def test_resume_refuses_an_option_the_run_does_not_record(tmp_path):
+    """A lean run's args.json records no sb3 option: on --resume one given at another value than
+    "not used" differs from the run, as a recorded option would."""
+    lean = resolve_args(["--hyperparams", "none", "--output-dir", str(tmp_path)]).args
+    (tmp_path / "args.json").write_text(json.dumps(dataclasses.asdict(lean)))
+    with pytest.raises(ValueError, match=r"--target-kl 0\.1 differs from the run.s saved 0\.0"):
+        resolve_args(["--output-dir", str(tmp_path), "--resume", "--target-kl", "0.1"])
+    resumed = resolve_args(["--output-dir", str(tmp_path), "--resume", "--total-timesteps", "99"])
+    assert resumed.args.resume and resumed.args.total_timesteps == 99
+    assert dataclasses.asdict(resumed.args) | {"resume": False, "total_timesteps": 0} == (
+        dataclasses.asdict(lean) | {"total_timesteps": 0}
+    )
