@@ -40,8 +40,8 @@ from envs.files import load_mapping_file
 from envs.observation import check_action_mode
 from envs.scenarios import PRESETS, load_scenario
 
-__all__ = ["RESUME_OVERRIDABLE", "CommonArgs", "LeanArgs", "ResolvedRun", "Sb3Args",
-           "build_parser", "default_output_dir", "load_hyperparams", "resolve_args",
+__all__ = ["DEFAULT_HYPERPARAMS", "RESUME_OVERRIDABLE", "CommonArgs", "LeanArgs", "ResolvedRun", "Sb3Args",
+           "build_parser", "default_output_dir", "load_hyperparams", "resolve_args", "saved_args",
            "scenario_key"]  # fmt: skip
 
 #: the project's root (the hyperparameter file's path is relative to it)
