@@ -87,11 +87,11 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
 
 def run_sb3(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     """MaskablePPO with train.py's env stack and its settings; (model, setup, learn)."""
-    import train
+    from agents.common.run_args import Sb3Args
     from agents.ppo_sb3.train import make_vec_env, new_model
     from envs.scenarios import load_scenario
 
-    a = train.Args(
+    a = Sb3Args(
         scenario=scenario, action_mode="group", n_envs=4, n_steps=1024, batch_size=64,
         n_epochs=10, gamma=0.999, tensorboard=False, progress_bar=False,
     )  # fmt: skip

@@ -34,6 +34,7 @@ __all__ = [
     "RULES",
     "FarmSettings",
     "Rules",
+    "derive_action_mode",
     "derive_settings",
     "policy_warmup",
     "train_scale",
@@ -112,7 +113,7 @@ RULES = Rules()
 
 @dataclass
 class FarmSettings:
-    """Every derived setting (names as ``train.Args``) and why (``reasons[name]``)."""
+    """Every derived setting (names as the fields of ``agents.common.run_args.LeanArgs``) and why (``reasons[name]``)."""
 
     action_mode: str
     advantage: str
@@ -138,7 +139,7 @@ class FarmSettings:
     reasons: dict[str, str] = field(default_factory=dict)
 
     def as_args(self) -> dict[str, Any]:
-        """The settings that are ``train.Args`` fields (what train.py merges)."""
+        """The settings that are ``LeanArgs`` fields (what train.py merges)."""
         d = asdict(self)
         d.pop("reasons")
         d.pop("epochs_per_duration")
@@ -208,31 +209,25 @@ def _whole_rollouts(steps: float, per: int) -> int:
     return max(1, math.ceil(steps / per)) * per
 
 
-def derive_settings(
-    config: FarmConfig, action_mode: str | None = None, rules: Rules = RULES
-) -> FarmSettings:
-    """The training settings of ``config`` by the rules of ``rules`` (see the module docstring);
-    ``action_mode`` given (by a file or the command line) is kept and the rest follows from it."""
+def derive_action_mode(config: FarmConfig, rules: Rules = RULES) -> tuple[str, str]:
+    """(action mode, reason) derived from the farm: the per-server encoding makes the network
+    tell exchangeable servers apart by their occupancy, which costs samples as the farm grows;
+    the group encoding is exact for exchangeable servers and independent of the farm's size."""
+    n = config.n_servers
+    mode = "server" if n <= rules.server_actions_max_servers else "group"
+    return mode, (
+        f"{n} servers {'<=' if mode == 'server' else '>'} "
+        f"{rules.server_actions_max_servers}: {mode} actions "
+        f"({n_actions(config, mode)} actions, {obs_size(config, mode)} inputs)"
+    )
+
+
+def _discount(
+    config: FarmConfig, action_mode: str, rules: Rules, why: dict[str, str]
+) -> tuple[int, float, float]:
+    """(train_scale, gamma, horizon in decisions): training settings follow the farm trained on
+    (the twin, for a large farm), evaluation windows and warm-ups the farm itself."""
     epd = float(epochs_per_duration(config))
-    why: dict[str, str] = {}
-
-    # action mode: the per-server encoding makes the network tell exchangeable servers apart by
-    # their occupancy, which costs samples as the farm grows; the group encoding is exact for
-    # exchangeable servers and independent of the farm's size
-    if action_mode is None:
-        n = config.n_servers
-        action_mode = "server" if n <= rules.server_actions_max_servers else "group"
-        why["action_mode"] = (
-            f"{n} servers {'<=' if action_mode == 'server' else '>'} "
-            f"{rules.server_actions_max_servers}: {action_mode} actions "
-            f"({n_actions(config, action_mode)} actions, {obs_size(config, action_mode)} inputs)"
-        )
-    else:
-        check_action_mode(action_mode)
-        why["action_mode"] = "given"
-
-    # training settings follow the farm trained on (the twin, for a large farm), evaluation
-    # windows and warm-ups the farm itself
     scale, why["train_scale"] = train_scale(config, action_mode, rules)
     tepd = epd if scale == 1 else float(epochs_per_duration(config.scaled_down(scale)))
     horizon = rules.horizon_durations * tepd
@@ -247,7 +242,11 @@ def derive_settings(
             f"a horizon of {rules.horizon_durations:g} mean job durations"
         )
     why["gae_lambda"] = "fixed (RULES)"
+    return scale, gamma, horizon
 
+
+def _rollouts(horizon: float, rules: Rules, why: dict[str, str]) -> tuple[int, int]:
+    """(steps per rollout, total timesteps in whole rollouts)."""
     per = rules.n_envs * rules.n_steps
     rollout = (
         f"fixed (RULES): {rules.n_envs} x {rules.n_steps} = {per:,} steps per rollout, "
@@ -266,79 +265,123 @@ def derive_settings(
         f"{rules.total_horizons:g} horizons of {horizon:.3g} decisions, within "
         f"[{rules.min_total_timesteps:,}, {rules.max_total_timesteps:,}], whole rollouts"
     )
+    return per, total
 
-    reason = exact_unsupported_reason(config, rules.exact_max_states)
-    exact = reason is None
+
+#: why each --init policy is cloned first (the reason printed with a derived init)
+INIT_REASONS = {
+    "pas": "behaviour cloning on PAS's decisions: training starts at PAS, the step-0 model "
+    "is the floor of the best-model selection",
+    "best-priority": "behaviour cloning on the best static priority table searched against "
+    "the farm trained on (PAS's table is a candidate; on a simulated farm the stronger of it "
+    "and PAS, measured): the selection's floor is the strongest baseline, and PPO improves "
+    "on it where a table cannot",
+    "generalist": "behaviour cloning on the shipped generalist network's decisions (alone)",
+    "pas-price": "behaviour cloning on price-aware PAS's decisions",
+    "random": "uniform (orthogonal initialisation)",
+}
+
+
+def _init(exact: bool, rules: Rules, why: dict[str, str]) -> str:
+    """The policy cloned first: ``rules.init`` on exactly evaluated farms, else
+    ``rules.init_simulated``."""
     init = rules.init if exact else rules.init_simulated
     for name, value in (("init", rules.init), ("init_simulated", rules.init_simulated)):
         if value not in INITS:
             raise ValueError(f"rules.{name}: choose one of {', '.join(INITS)}, got {value!r}")
-    why["init"] = {
-        "pas": "behaviour cloning on PAS's decisions: training starts at PAS, the step-0 model "
-        "is the floor of the best-model selection",
-        "best-priority": "behaviour cloning on the best static priority table searched against "
-        "the farm trained on (PAS's table is a candidate; on a simulated farm the stronger of it "
-        "and PAS, measured): the selection's floor is the strongest baseline, and PPO improves "
-        "on it where a table cannot",
-        "generalist": "behaviour cloning on the shipped generalist network's decisions (alone)",
-        "pas-price": "behaviour cloning on price-aware PAS's decisions",
-        "random": "uniform (orthogonal initialisation)",
-    }[init] + (" (exactly evaluated farm)" if exact else " (simulated farm)")
+    why["init"] = INIT_REASONS[init] + (
+        " (exactly evaluated farm)" if exact else " (simulated farm)"
+    )
     why["pas_confidence"] = (
         "the clone's logits scaled until its action is sampled this far from uniform to "
         "certain: the deterministic policy stays the clone's, the sampling policy explores"
     )
+    return init
 
+
+def _windows(config: FarmConfig, rules: Rules) -> tuple[int, int, int]:
+    """(evaluation window, final window, replications) of a simulated evaluation, in epochs."""
+    epd = float(epochs_per_duration(config))
     floor = math.ceil(rules.min_window_durations * epd)
     # a time-varying farm is measured over whole cycles of its schedule: a shorter window
     # compares policies on one part of the day only
-    cycle = config.cycle_arrivals
     if config.is_time_varying:
-        floor = max(floor, math.ceil(cycle))
+        floor = max(floor, math.ceil(config.cycle_arrivals))
     ev = max(floor, int(_clamp(math.ceil(rules.eval_durations * epd), rules.eval_min_epochs,
                                rules.eval_max_epochs)))  # fmt: skip
     final = max(floor, int(_clamp(math.ceil(rules.final_eval_durations * epd),
                                   rules.eval_min_epochs, rules.final_eval_max_epochs)))  # fmt: skip
     pw = policy_warmup(config, rules)
     reps = int(_clamp(rules.eval_epoch_budget // (ev + pw), 4, rules.eval_replications))
-    if exact:
+    return ev, final, reps
+
+
+def _evaluation(
+    config: FarmConfig, rules: Rules, reason: str | None, total: int, per: int,
+    why: dict[str, str],
+) -> dict[str, Any]:  # fmt: skip
+    """The evaluation settings: exact (every rollout) where the CTMC is small enough
+    (``reason`` None), else simulated windows about ``evaluations_per_run`` times a run."""
+    ev, final, reps = _windows(config, rules)
+    if reason is None:
         why["eval_exact"] = (
             f"the per-server CTMC has {n_full_states(config):,} states "
             f"(<= {rules.exact_max_states:,}): exact, no noise"
         )
-        eval_freq = per
         why["eval_freq"] = "every rollout (an exact evaluation is cheap)"
         why["eval_epochs"] = why["final_eval_epochs"] = "unused (exact)"
         why["eval_replications"] = "unused (exact)"
+        return {"eval_exact": True, "eval_freq": per, "eval_epochs": ev,
+                "eval_replications": rules.eval_replications, "final_eval_epochs": final}  # fmt: skip
+    why["eval_exact"] = f"{reason}: simulated, paired with PAS on common random numbers"
+    why["eval_freq"] = f"about {rules.evaluations_per_run} evaluations per run"
+    why["eval_epochs"] = (
+        f"{rules.eval_durations:g} mean job durations per replication, within "
+        f"[{rules.eval_min_epochs:,}, {rules.eval_max_epochs:,}] epochs, never below "
+        f"{rules.min_window_durations:g} durations"
+    )
+    why["final_eval_epochs"] = (
+        f"{rules.final_eval_durations:g} mean job durations per replication, at most "
+        f"{rules.final_eval_max_epochs:,} epochs, never below {rules.min_window_durations:g} "
+        "durations (fresh seeds, twice the replications)"
+    )
+    if config.is_time_varying:
+        cyc = f", nor below one cycle of the schedule ({math.ceil(config.cycle_arrivals):,} epochs)"
+        why["eval_epochs"] += cyc
+        why["final_eval_epochs"] += cyc
+    why["eval_replications"] = (
+        f"in lockstep in one vector env: {rules.eval_replications}, fewer (>= 4) to keep an "
+        f"evaluation within {rules.eval_epoch_budget:,} policy epochs"
+    )
+    return {"eval_exact": False, "eval_freq": _whole_rollouts(total / rules.evaluations_per_run, per),
+            "eval_epochs": ev, "eval_replications": reps, "final_eval_epochs": final}  # fmt: skip
+
+
+def derive_settings(
+    config: FarmConfig, action_mode: str | None = None, rules: Rules = RULES
+) -> FarmSettings:
+    """The training settings of ``config`` by the rules of ``rules`` (see the module docstring);
+    ``action_mode`` given (by a file or the command line) is kept and the rest follows from it
+    (its reason is the derived one where it is the mode the rules would choose)."""
+    epd = float(epochs_per_duration(config))
+    why: dict[str, str] = {}
+    auto, auto_reason = derive_action_mode(config, rules)
+    if action_mode is None or action_mode == auto:
+        action_mode, why["action_mode"] = auto, auto_reason
     else:
-        why["eval_exact"] = f"{reason}: simulated, paired with PAS on common random numbers"
-        eval_freq = _whole_rollouts(total / rules.evaluations_per_run, per)
-        why["eval_freq"] = f"about {rules.evaluations_per_run} evaluations per run"
-        why["eval_epochs"] = (
-            f"{rules.eval_durations:g} mean job durations per replication, within "
-            f"[{rules.eval_min_epochs:,}, {rules.eval_max_epochs:,}] epochs, never below "
-            f"{rules.min_window_durations:g} durations"
-        )
-        why["final_eval_epochs"] = (
-            f"{rules.final_eval_durations:g} mean job durations per replication, at most "
-            f"{rules.final_eval_max_epochs:,} epochs, never below {rules.min_window_durations:g} "
-            "durations (fresh seeds, twice the replications)"
-        )
-        if config.is_time_varying:
-            cyc = f", nor below one cycle of the schedule ({math.ceil(cycle):,} epochs)"
-            why["eval_epochs"] += cyc
-            why["final_eval_epochs"] += cyc
-        why["eval_replications"] = (
-            f"in lockstep in one vector env: {rules.eval_replications}, fewer (>= 4) to keep an "
-            f"evaluation within {rules.eval_epoch_budget:,} policy epochs"
-        )
+        check_action_mode(action_mode)
+        why["action_mode"] = "given"
+    scale, gamma, horizon = _discount(config, action_mode, rules, why)
+    per, total = _rollouts(horizon, rules, why)
+    reason = exact_unsupported_reason(config, rules.exact_max_states)
+    init = _init(reason is None, rules, why)
+    evaluation = _evaluation(config, rules, reason, total, per, why)
     warmup = int(_clamp(math.ceil(rules.warmup_durations * epd), rules.warmup_min_epochs,
                         rules.warmup_max_epochs))  # fmt: skip
     why["warmup_epochs"] = (
         f"PAS warm-up from the empty farm: {rules.warmup_durations:g} mean job durations, "
         f"within [{rules.warmup_min_epochs:,}, {rules.warmup_max_epochs:,}] epochs"
     )
-    ckpt = _whole_rollouts(total / rules.checkpoints_per_run, per)
     why["checkpoint_freq"] = f"about {rules.checkpoints_per_run} checkpoints per run"
     return FarmSettings(
         action_mode=action_mode,
@@ -353,14 +396,11 @@ def derive_settings(
         total_timesteps=total,
         init=init,
         pas_confidence=rules.pas_confidence,
-        eval_exact=exact,
-        eval_freq=eval_freq,
-        eval_epochs=ev,
-        eval_replications=reps if not exact else rules.eval_replications,
-        final_eval_epochs=final,
+        eval_freq=evaluation.pop("eval_freq"),
         warmup_epochs=warmup,
-        checkpoint_freq=ckpt,
+        checkpoint_freq=_whole_rollouts(total / rules.checkpoints_per_run, per),
         train_scale=scale,
         epochs_per_duration=epd,
         reasons=why,
+        **evaluation,
     )

@@ -13,12 +13,14 @@ import dataclasses
 import math
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agents.common.artefacts import read_json_object
 from agents.common.checkpoints import TrainingDiverged, read_evaluations, save_model_atomic
+from agents.common.run_checks import parse_net_arch
 from agents.common.run_dir import write_run_args
 from agents.ppo.agent import PPOAgent, atomic_write_json, model_predictor, write_sidecar
 from agents.ppo_sb3.callbacks import (
@@ -32,7 +34,7 @@ from agents.ppo_sb3.callbacks import (
     vecnormalize_path,
 )
 from agents.ppo_sb3.wrappers import TrainingWrapper
-from envs.scenarios import load_scenario
+from envs.config import FarmConfig
 from envs.server_farm import ServerFarmEnv
 from evaluation.harness import epochs_per_duration
 from evaluation.measure import (
@@ -45,18 +47,6 @@ from evaluation.provenance import versions
 from evaluation.stats import gaps
 
 __all__ = ["make_vec_env", "new_model", "parse_net_arch", "train_sb3"]
-
-
-def parse_net_arch(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in str(text).replace(" ", "").split(",") if x]
-    except ValueError:
-        sizes = []
-    if not sizes or any(s < 1 for s in sizes):
-        raise ValueError(
-            f"--net-arch: expected comma-separated layer sizes like '64,64', got {text!r}"
-        )
-    return sizes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,20 +140,23 @@ class _LinearSchedule:
 # ---------------------------------------------------------------------------------------------
 # the job
 # ---------------------------------------------------------------------------------------------
-def train_sb3(a: Any) -> dict[str, Any]:
-    """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``;
-    returns the summary (train.py writes ``summary.json`` and prints the report)."""
-    import torch
-    from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
+@dataclass
+class _Run:
+    """One job's model, env and where it started (a checkpoint when resumed)."""
+
+    model: Any
+    venv: Any
+    loaded: bool
+    start_steps: int = 0
+    ckpt: Path | None = None
+
+
+def _open(a: Any, config: FarmConfig, out: Path, tb_dir: str | None) -> _Run:
+    """The model to train: the newest checkpoint on ``--resume``, else a new one."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    torch.set_num_threads(max(1, a.torch_threads))
-    config = load_scenario(a.scenario)
-    out = Path(a.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoints"
     venv = make_vec_env(config, a)
-    tb_dir = str(out / "tb") if a.tensorboard else None
     loaded = None
     if a.resume:
         loaded = load_checkpoint(
@@ -174,40 +167,77 @@ def train_sb3(a: Any) -> dict[str, Any]:
             normalize_reward=a.normalize_reward,
             gamma=a.gamma,
         )
-    if a.resume and loaded is None:
-        print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
-    start_steps = 0
+        if loaded is None:
+            print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+    if loaded is None:
+        if a.normalize_reward:
+            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
+        return _Run(new_model(a, venv, tb_dir), venv, loaded=False)
     # SB3 runs whole rollouts: a run ends at the total rounded up to them, and a checkpoint at
     # that step (a run interrupted in its final evaluation) finishes the run
     per = a.n_steps * a.n_envs
     end = max(1, math.ceil(a.total_timesteps / per)) * per
-    if loaded is not None:
-        model, venv, ckpt, start_steps = loaded
-        if start_steps > end:
-            venv.close()
-            raise ValueError(
-                f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start_steps:,} "
-                f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
-                f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
-                "summary.json): give a larger total to train on"
-            )
-        # fresh random streams for the continuation (the first ones were seeded with a.seed)
-        model.set_random_seed(a.seed + model.num_timesteps)
-        print(f"resuming {out} from {ckpt.name} ({model.num_timesteps} timesteps)")
-    else:
-        if a.normalize_reward:
-            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=a.gamma)
-        model = new_model(a, venv, tb_dir)
-    write_run_args(out, a, config)
+    model, venv, ckpt, start_steps = loaded
+    if start_steps > end:
+        venv.close()
+        raise ValueError(
+            f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start_steps:,} "
+            f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
+            f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
+            "summary.json): give a larger total to train on"
+        )
+    # fresh random streams for the continuation (the first ones were seeded with a.seed)
+    model.set_random_seed(a.seed + model.num_timesteps)
+    print(f"resuming {out} from {ckpt.name} ({model.num_timesteps} timesteps)")
+    return _Run(model, venv, True, start_steps, ckpt)
 
-    # reference points, computed once per run directory
+
+def _references(out: Path, config: FarmConfig) -> References:
+    """PAS, the optimum and the bound, computed once per run directory."""
     ref_file = out / "references.json"
     if ref_file.exists():
-        refs = References.from_dict(read_json_object(ref_file, "a references file"))
-    else:
-        refs = reference_efficiencies(config)
-        atomic_write_json(ref_file, refs.as_dict())
+        return References.from_dict(read_json_object(ref_file, "a references file"))
+    refs = reference_efficiencies(config)
+    atomic_write_json(ref_file, refs.as_dict())
+    return refs
 
+
+def _learn(a: Any, run: _Run, out: Path, callbacks: Any, progress: Any, checkpointer: Any) -> None:
+    """Train up to ``--total-timesteps``; Ctrl-C saves a checkpoint and exits 130, a diverged
+    update stops naming the last finite checkpoint."""
+    remaining = max(0, a.total_timesteps - run.start_steps)
+    if remaining <= 0:
+        return
+    try:
+        run.model.learn(
+            remaining, callback=callbacks, reset_num_timesteps=not run.loaded, tb_log_name="ppo"
+        )
+    except (KeyboardInterrupt, TrainingDiverged) as err:
+        if progress is not None and getattr(progress, "pbar", None) is not None:
+            progress.pbar.close()
+        # the snapshot of the latest rollout start precedes the update that diverged
+        saved = checkpointer.save_interrupted()
+        if isinstance(err, TrainingDiverged):
+            kept = f"checkpoint {saved[0]}" if saved is not None else "the checkpoints"
+            raise TrainingDiverged(f"{err}; kept {kept}, the last finite one") from None
+        again = f"continue with: python train.py --output-dir {out} --resume"
+        if saved is not None:
+            what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"
+        elif run.loaded:
+            what = (
+                f"nothing trained since the checkpoint {run.ckpt} ({run.start_steps:,} timesteps)"
+            )
+        else:
+            what = "no policy update had finished, nothing to save"
+            again = "run the same command again to start over"
+        print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _evaluator(
+    a: Any, config: FarmConfig, out: Path, refs: References, run: _Run
+) -> tuple[EfficiencyEvalCallback, Any, Any]:
+    """The periodic evaluation, the measurement it uses and how it keeps ``best_model.zip``."""
     sidecar = {"train_args": dataclasses.asdict(a)}
     best_path = out / "best_model.zip"
 
@@ -223,7 +253,7 @@ def train_sb3(a: Any) -> dict[str, Any]:
         )
 
     eval_log = out / "evaluations.jsonl"
-    history = read_evaluations(eval_log) if loaded is not None else []
+    history = read_evaluations(eval_log) if run.loaded else []
     measure = partial(
         measure_efficiency,
         config=config,
@@ -240,10 +270,30 @@ def train_sb3(a: Any) -> dict[str, Any]:
         log_path=eval_log,
         save_best=save_best,
         history=history,
-        best_efficiency=saved_best_efficiency(best_path, history) if loaded is not None else None,
+        best_efficiency=saved_best_efficiency(best_path, history) if run.loaded else None,
         verbose=a.verbose,
     )
-    checkpointer = AtomicCheckpointCallback(a.checkpoint_freq, ckpt_dir, verbose=a.verbose)
+    return evaluator, measure, save_best
+
+
+def train_sb3(a: Any, config: FarmConfig) -> dict[str, Any]:
+    """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``
+    (``agents.common.run_args.Sb3Args``) on the farm ``config``; returns the summary (train.py
+    writes ``summary.json`` and prints the report)."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
+
+    torch.set_num_threads(max(1, a.torch_threads))
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tb_dir = str(out / "tb") if a.tensorboard else None
+    run = _open(a, config, out, tb_dir)
+    write_run_args(out, a, config)
+    refs = _references(out, config)
+    evaluator, measure, save_best = _evaluator(a, config, out, refs, run)
+    checkpointer = AtomicCheckpointCallback(
+        a.checkpoint_freq, out / "checkpoints", verbose=a.verbose
+    )
     # SB3's own progress bar, as a callback of ours so that an interruption can close it
     progress = ProgressBarCallback() if a.progress_bar else None
     # the guard first: a diverged model is neither evaluated nor saved
@@ -251,49 +301,43 @@ def train_sb3(a: Any) -> dict[str, Any]:
         [FiniteGuardCallback(), RolloutStatsCallback(refs.pas.efficiency), evaluator, checkpointer]
         + ([progress] if progress is not None else [])
     )
-    remaining = max(0, a.total_timesteps - start_steps)
     t_learn, cpu_learn = time.perf_counter(), time.process_time()
-    if remaining > 0:
-        try:
-            model.learn(
-                remaining,
-                callback=callbacks,
-                reset_num_timesteps=loaded is None,
-                tb_log_name="ppo",
-            )
-        except (KeyboardInterrupt, TrainingDiverged) as err:
-            if progress is not None and getattr(progress, "pbar", None) is not None:
-                progress.pbar.close()
-            # the snapshot of the latest rollout start precedes the update that diverged
-            saved = checkpointer.save_interrupted()
-            if isinstance(err, TrainingDiverged):
-                kept = f"checkpoint {saved[0]}" if saved is not None else "the checkpoints"
-                raise TrainingDiverged(f"{err}; kept {kept}, the last finite one") from None
-            again = f"continue with: python train.py --output-dir {out} --resume"
-            if saved is not None:
-                what = f"saved checkpoint {saved[0]} ({saved[1]:,} timesteps)"
-            elif loaded is not None:
-                what = f"nothing trained since the checkpoint {ckpt} ({start_steps:,} timesteps)"
-            else:
-                what = "no policy update had finished, nothing to save"
-                again = "run the same command again to start over"
-            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
-            raise SystemExit(130) from None
+    _learn(a, run, out, callbacks, progress, checkpointer)
     learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
+    model = run.model
     final_path = save_model_atomic(model, out / "final_model.zip")
-    write_sidecar(final_path, config, a.action_mode, timesteps=int(model.num_timesteps), **sidecar)
+    write_sidecar(
+        final_path, config, a.action_mode, timesteps=int(model.num_timesteps),
+        train_args=dataclasses.asdict(a),
+    )  # fmt: skip
     if a.normalize_reward:
         save_vecnormalize(model.get_vec_normalize_env(), vecnormalize_path(final_path))
-    venv.close()
-
+    run.venv.close()
     # final measurement: exact where solvable; else long fresh-seed replications
+    best_path = out / "best_model.zip"
     if not best_path.exists():  # e.g. removed: the final model, measured now, is the best known
         evaluator.best_efficiency = measure(model_predictor(model)).efficiency
         save_best(model)
+    paths = {
+        "run_dir": str(out),
+        "tensorboard": tb_dir,
+        "evaluations": str(out / "evaluations.jsonl"),
+    }
+    return _final_summary(
+        a, config, run, refs, final_path, (learn_s, learn_cpu_s), evaluator, paths
+    )
+
+
+def _final_summary(
+    a: Any, config: FarmConfig, run: _Run, refs: References, final_path: Path,
+    learn: tuple[float, float], evaluator: EfficiencyEvalCallback, paths: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """The summary: the best and the final model measured on fresh seeds (exact where
+    solvable), with their gaps to PAS, the optimum and the bound."""
+    best_path = Path(a.output_dir) / "best_model.zip"
     best = PPOAgent.load(
         best_path, device=a.device
     )  # the one safe loader (agents.common.artefacts)
-    best_steps = best.meta.get("timesteps")
     final_kw = {
         "config": config,
         "action_mode": a.action_mode,
@@ -303,13 +347,13 @@ def train_sb3(a: Any) -> dict[str, Any]:
         "seed": 2_000_000 + a.seed * 1000,
     }
     est_best = measure_efficiency(best.predictor(), **final_kw)
-    est_final = measure_efficiency(model_predictor(model), **final_kw)
+    est_final = measure_efficiency(model_predictor(run.model), **final_kw)
     pas, opt = refs.pas.efficiency, refs.optimum
 
     def report(est: EfficiencyEstimate) -> dict[str, Any]:
         return est.as_dict() | gaps(est.efficiency, pas, opt, refs.upper_bound)
 
-    summary = {
+    return {
         "trainer": "sb3",
         "scenario": config.name,
         "scenario_spec": a.scenario,
@@ -317,17 +361,20 @@ def train_sb3(a: Any) -> dict[str, Any]:
         "seed": a.seed,
         "config": dataclasses.asdict(a),
         "versions": versions(),
-        "timesteps": int(model.num_timesteps),
-        "learn_wall_s": learn_s,
-        "learn_cpu_s": learn_cpu_s,  # this process's CPU time: the wall time on an idle core
-        "resumed_from": start_steps if loaded is not None else None,
+        "timesteps": int(run.model.num_timesteps),
+        "learn_wall_s": learn[0],
+        "learn_cpu_s": learn[1],  # this process's CPU time: the wall time on an idle core
+        "resumed_from": run.start_steps if run.loaded else None,
         "references": refs.as_dict(),
-        "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best)},
+        "best": {
+            "timesteps": best.meta.get("timesteps"),
+            "path": str(best_path),
+            **report(est_best),
+        },
         "final": {"path": str(final_path), **report(est_final)},
         "best_eval_efficiency": evaluator.best_efficiency,
         "n_evaluations": len(evaluator.history),
         "gap_convention": "gap_to_pas_pct = 100 (ppo - pas) / pas (positive: PPO better); "
         "gap_to_optimum_pct / gap_to_bound_pct = 100 (X - ppo) / X (shortfall)",
-        "paths": {"run_dir": str(out), "tensorboard": tb_dir, "evaluations": str(eval_log)},
+        "paths": paths,
     }
-    return summary

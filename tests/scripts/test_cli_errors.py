@@ -216,9 +216,9 @@ def test_device_without_a_gpu_is_refused(capsys):
 def test_hyperparams_and_saved_args_are_read_as_before(tmp_path):
     hp = tmp_path / "hp.yml"
     hp.write_text("default: {n_envs: 2}\ntiny: {learning_rate: 0.001}\n")
-    a, _ = train.resolve_args(["--hyperparams", str(hp)])
+    a = train.resolve_args(["--hyperparams", str(hp)]).args
     assert (a.n_envs, a.learning_rate) == (2, 0.001)
     saved = tmp_path / "args.json"
     saved.write_text(json.dumps({"scenario": "tiny", "seed": 7, "n_steps": 32}))
-    a, _ = train.resolve_args(["--args-file", str(saved)])
+    a = train.resolve_args(["--args-file", str(saved)]).args
     assert (a.seed, a.n_steps) == (7, 32)

@@ -193,21 +193,21 @@ def test_settings_precedence(tmp_path):
         "tiny: {n_steps: 64, gamma: 0.9}\n"
         "tiny:group: {gamma: 0.95}\n"
     )
-    a, _ = train.resolve_args(["--hyperparams", str(hp)])
+    a = train.resolve_args(["--hyperparams", str(hp)]).args
     assert (a.learning_rate, a.n_steps, a.gamma) == (0.001, 64, 0.9)  # file beats defaults
-    a, _ = train.resolve_args(["--hyperparams", str(hp), "--action-mode", "group"])
+    a = train.resolve_args(["--hyperparams", str(hp), "--action-mode", "group"]).args
     assert a.gamma == 0.95  # "<scenario>:<mode>" beats "<scenario>"
-    a, _ = train.resolve_args(["--hyperparams", str(hp), "--n-steps", "128"])
+    a = train.resolve_args(["--hyperparams", str(hp), "--n-steps", "128"]).args
     assert a.n_steps == 128  # the command line beats the file
-    a, _ = train.resolve_args(["--hyperparams", "none"])
+    a = train.resolve_args(["--hyperparams", "none"]).args
     assert a.n_steps == derive_settings(load_scenario("tiny")).n_steps  # the lean trainer's
-    a, _ = train.resolve_args(["--hyperparams", "none", "--trainer", "sb3"])
-    assert a.n_steps == train.Args.n_steps
+    a = train.resolve_args(["--hyperparams", "none", "--trainer", "sb3"]).args
+    assert a.n_steps == train.Sb3Args.n_steps  # the sb3 trainer's own default
     # the sb3 trainer reads its own entries, not the lean trainer's
     hp.write_text("default: {n_steps: 32}\nsb3: {n_steps: 16}\nsb3:tiny: {gamma: 0.8}\n")
-    a, _ = train.resolve_args(["--hyperparams", str(hp), "--trainer", "sb3"])
+    a = train.resolve_args(["--hyperparams", str(hp), "--trainer", "sb3"]).args
     assert (a.n_steps, a.gamma) == (16, 0.8)
-    a, _ = train.resolve_args(["--hyperparams", str(hp)])
+    a = train.resolve_args(["--hyperparams", str(hp)]).args
     assert a.n_steps == 32
     hp.write_text("tiny: {n_stepz: 3}\n")
     with pytest.raises(ValueError, match="n_stepz"):
@@ -224,17 +224,17 @@ def test_shipped_hyperparams_cover_the_presets():
     assert not [k for k in data if not k.startswith("sb3")], "no hand-set lean entries ship"
     for name in PRESETS:
         for trainer in ("lean", "sb3"):
-            a, _ = train.resolve_args(["--scenario", name, "--trainer", trainer])
+            a = train.resolve_args(["--scenario", name, "--trainer", trainer]).args
             assert a.total_timesteps >= 1
 
 
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="--vec-env"):
-        train.check_args(train.Args(vec_env="threads"))
+        train.resolve_args(["--trainer", "sb3", "--vec-env", "threads"])
     with pytest.raises(ValueError, match="--batch-size"):
-        train.check_args(train.Args(batch_size=10_000))
+        train.resolve_args(["--trainer", "sb3", "--batch-size", "10000"])
     with pytest.raises(ValueError, match="--net-arch"):
-        train.check_args(train.Args(net_arch="64,x"))
+        train.resolve_args(["--net-arch", "64,x"])
 
 
 def test_expected_reward_has_the_env_rewards_long_run_mean():

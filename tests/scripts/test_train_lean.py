@@ -354,7 +354,7 @@ def test_args_file_before_server_network_replays_one_output_per_server(base_run,
     del saved["server_network"]  # a lean run from before the option: per-server MLP
     path = tmp_path / "args.json"
     path.write_text(json.dumps(saved))
-    args, _ = train.resolve_args(["--args-file", str(path), "--output-dir", str(tmp_path / "r")])
+    args = train.resolve_args(["--args-file", str(path), "--output-dir", str(tmp_path / "r")]).args
     assert args.server_network == "mlp"
 
 

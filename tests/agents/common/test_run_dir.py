@@ -41,7 +41,7 @@ def test_scenario_identity_tells_farms_apart():
 
 @dataclass
 class _Args:
-    """The numeric options of train.Args at their defaults (check_numbers reads them by name)."""
+    """The numeric options of train.py (agents.common.run_args) at their defaults (check_numbers reads them by name)."""
 
     scenario: str = "tiny"
     trainer: str = "lean"
