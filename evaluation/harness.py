@@ -40,6 +40,7 @@ from evaluation.exact import (
     overall_blocking,
     randomised_exact,
 )
+from evaluation.measure import Window
 from evaluation.parallel import default_workers, run_units
 from evaluation.provenance import versions
 from evaluation.references import optimum_solution, reference_values
@@ -66,7 +67,6 @@ __all__ = [
     "EvaluationPlan",
     "backend_info",
     "build_policies",
-    "default_warmup",
     "epochs_per_duration",
     "evaluate",
     "evaluate_and_write",
@@ -85,12 +85,6 @@ REFERENCE_POLICY = "pas"
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
 #: reported when every replication carries it (the simulator's Little's-law response time)
 OPTIONAL_METRICS = ("mean_response_time",)
-
-
-def default_warmup(horizon: int) -> int:
-    """Default warm-up: 10% of the horizon (decision epochs dispatched by the policy itself and
-    discarded before measuring)."""
-    return int(horizon) // 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,14 +190,13 @@ def plan_evaluation(
     """
     check_run_settings(replications, seed)
     specs = _with_reference(policies)
-    # the window before the scenario and the policies are built (the horizon first: the default
-    # warm-up is computed from it)
+    # the window before the policies are built (the horizon first: the default warm-up, the
+    # one rule of evaluation.measure.Window.for_farm, is computed from it and the farm)
     check_window(horizon, 0 if warmup is None else warmup)
-    warmup = default_warmup(horizon) if warmup is None else warmup
-    check_window(horizon, warmup)
     config = load_scenario(scenario)
     if scale != 1:
         config = config.scaled(scale)
+    warmup = Window.for_farm(config, horizon, warmup).warmup
     seeds = replication_seeds(seed, int(replications))
     plan = EvaluationPlan(
         config=config,
@@ -397,7 +390,8 @@ def evaluate(
         policies: names (``baselines.registry`` names, ``ppo:PATH``) or objects with ``predict``.
         replications: independent replications; replication r uses the same seed for every
             policy (common random numbers).
-        horizon: decision epochs measured per replication, after ``warmup`` (default 10%).
+        horizon: decision epochs measured per replication, after ``warmup`` (default:
+            ``evaluation.measure.Window.for_farm``'s rule).
         seed: base seed; the replication seeds are recorded in the report.
         workers: local processes (None: min(cpu_count, units); 1: in-process).
         use_ray, ray_address: run the units on Ray (local instance when no address).
