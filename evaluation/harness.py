@@ -356,7 +356,9 @@ def plan_timing(plan: EvaluationPlan, results: Sequence[Mapping[str, Any]]) -> d
     return {"cpu_s_per_policy": per, "cpu_s_total": float(sum(per.values()))}
 
 
-def backend_info(workers: int | None, use_ray: bool, ray_address: str | None, n_units: int) -> dict:
+def backend_info(
+    workers: int | None, use_ray: bool, ray_address: str | None, n_units: int
+) -> dict[str, Any]:
     if use_ray or ray_address:
         return {"kind": "ray", "address": ray_address or "local", "workers": workers}
     n = default_workers(n_units) if workers is None else min(workers, max(n_units, 1))
@@ -455,44 +457,12 @@ def evaluate_exact(
     opt = refs["optimum"]["efficiency"] if refs.get("optimum") else None
     bound = refs["upper_bound"]["efficiency"] if refs.get("upper_bound") else None
 
-    def exact(x: float) -> dict[str, Any]:
-        return {"mean": float(x), "ci95": 0.0, "std": 0.0, "n": 1}
-
-    out_pol: dict[str, Any] = {}
-    for _, label, policy in built:
-        rnd = randomised_exact(policy, config)
-        if rnd is not None:  # a randomised symmetric policy: exact on the aggregated chain
-            out_pol[label] = _randomised_entry(config, rnd, exact)
-            continue
-        try:
-            res = exact_evaluation(policy, config, action_mode, max_states)
-        except ValueError as err:  # this policy only (randomised decisions, masked actions)
-            if label == REFERENCE_POLICY:
-                raise
-            skipped[label] = str(err)
-            continue
-        out_pol[label] = {
-            "route": "exact",
-            "efficiency": exact(res.efficiency),
-            "throughput": exact(res.throughput),
-            "power": exact(res.power),
-            "blocking": exact(overall_blocking(config, res)),
-            "cost_efficiency": exact(cost_efficiency(config, res)),
-            "mean_response_time": exact(res.mean_response_time),
-            "blocking_per_type": {
-                jt.name: exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
-            },
-            "n_states": res.n_states,
-            "invalid_actions": 0,
-            "replications": [],
-        }
-        if hasattr(policy, "check_cpu_seconds"):
-            out_pol[label]["check_cpu_s"] = float(policy.check_cpu_seconds)
+    out_pol = _exact_entries(config, built, skipped, action_mode, max_states)
     pas = out_pol[REFERENCE_POLICY]["efficiency"]["mean"]
     for e in out_pol.values():
         eff = e["efficiency"]["mean"]
         e["gap_to_pas_pct"] = gap_pct(eff, pas)
-        e["gap_to_pas_paired"] = exact(gap_pct(eff, pas) or 0.0)
+        e["gap_to_pas_paired"] = _exact(gap_pct(eff, pas) or 0.0)
         e["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
         e["gap_to_bound_pct"] = shortfall_pct(eff, bound)
     return {
@@ -524,15 +494,62 @@ def evaluate_exact(
     }
 
 
-def _randomised_entry(config: FarmConfig, rnd: Mapping[str, Any], exact: Any) -> dict[str, Any]:
+def _exact(x: float) -> dict[str, Any]:
+    """A metric summary without sampling error."""
+    return {"mean": float(x), "ci95": 0.0, "std": 0.0, "n": 1}
+
+
+def _exact_entries(
+    config: FarmConfig,
+    built: Sequence[tuple[Any, str, Any]],
+    skipped: dict[str, str],
+    action_mode: str,
+    max_states: int,
+) -> dict[str, Any]:
+    """Each built policy's exact report entry (gaps not yet filled in); a policy that cannot be
+    solved exactly (randomised decisions, masked actions) goes to ``skipped``, except PAS."""
+    out_pol: dict[str, Any] = {}
+    for _, label, policy in built:
+        rnd = randomised_exact(policy, config)
+        if rnd is not None:  # a randomised symmetric policy: exact on the aggregated chain
+            out_pol[label] = _randomised_entry(config, rnd)
+            continue
+        try:
+            res = exact_evaluation(policy, config, action_mode, max_states)
+        except ValueError as err:  # this policy only (randomised decisions, masked actions)
+            if label == REFERENCE_POLICY:
+                raise
+            skipped[label] = str(err)
+            continue
+        out_pol[label] = {
+            "route": "exact",
+            "efficiency": _exact(res.efficiency),
+            "throughput": _exact(res.throughput),
+            "power": _exact(res.power),
+            "blocking": _exact(overall_blocking(config, res)),
+            "cost_efficiency": _exact(cost_efficiency(config, res)),
+            "mean_response_time": _exact(res.mean_response_time),
+            "blocking_per_type": {
+                jt.name: _exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
+            },
+            "n_states": res.n_states,
+            "invalid_actions": 0,
+            "replications": [],
+        }
+        if hasattr(policy, "check_cpu_seconds"):
+            out_pol[label]["check_cpu_s"] = float(policy.check_cpu_seconds)
+    return out_pol
+
+
+def _randomised_entry(config: FarmConfig, rnd: Mapping[str, Any]) -> dict[str, Any]:
     lam = config.arrival_rates[0]
     blocking = float(lam @ rnd["blocking"] / lam.sum()) if lam.sum() > 0 else 0.0
     return {
         "route": "exact (aggregated chain)",
-        **{m: exact(rnd[m]) for m in (*METRICS[:3], "cost_efficiency", "mean_response_time")},
-        "blocking": exact(blocking),
+        **{m: _exact(rnd[m]) for m in (*METRICS[:3], "cost_efficiency", "mean_response_time")},
+        "blocking": _exact(blocking),
         "blocking_per_type": {
-            jt.name: exact(rnd["blocking"][j]) for j, jt in enumerate(config.job_types)
+            jt.name: _exact(rnd["blocking"][j]) for j, jt in enumerate(config.job_types)
         },
         "n_states": rnd["n_states"],
         "invalid_actions": 0,

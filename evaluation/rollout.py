@@ -319,7 +319,8 @@ def rollout(
         action, _ = policy.predict(
             obs, action_masks=env.action_masks(), deterministic=deterministic
         )
-        obs, _, _, _, info = env.step(int(np.asarray(action).reshape(-1)[0]))
+        action_index = int(np.asarray(action).reshape(-1)[0])
+        obs, _, _, _, info = env.step(action_index)  # type: ignore[no-untyped-call, unused-ignore]
         invalid += bool(info["invalid_action"])
     assert start is not None
     return RolloutResult(env.sim.stats() - start, "env", invalid)
