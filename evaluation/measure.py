@@ -125,7 +125,7 @@ class Window:
         check_window(horizon, 0)
         epd = config.epochs_per_duration
         from_empty = max(int(horizon) // 10, math.ceil(WARMUP_DURATIONS * epd))
-        if pas_warmup is None or pas_warmup is False or (pas_warmup is not True and not pas_warmup):
+        if not pas_warmup:  # None, False or 0: the policy warms the farm up itself
             return cls(int(horizon), from_empty if warmup is None else int(warmup))
         pas = from_empty if pas_warmup is True else int(pas_warmup)
         if warmup is None:
