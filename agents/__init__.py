@@ -3,8 +3,8 @@
 One package per algorithm, on top of what they share:
 
 * ``agents.common``: checkpoints and atomic writes, the run directory and its checks, safe
-  loading of models and sidecars (``artefacts``), the settings derived from the farm, the paired
-  model selection and the run report.
+  loading of models and sidecars (``artefacts``), the settings derived from the farm and the run
+  report (the paired model selection is ``evaluation.paired``).
 * ``agents.ppo``: the lean masked PPO (``algorithm``), the loaded model behind the common
   ``predict`` interface (:class:`~agents.ppo.PPOAgent`, ``agent``) and ``train.py``'s default
   training loop (``train``).

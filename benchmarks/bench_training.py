@@ -12,11 +12,11 @@ collected and learnt from):
 * ``lean``: ``agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
-model it trained: ``sb3`` with ``evaluation.measure.simulated_efficiency`` (single envs, one decision
-at a time) at train.py's settings, the fast path with ``evaluation.vector_eval`` (all
+model it trained: ``sb3`` with ``evaluation.measure.measure``'s ``env`` route (single envs, one decision
+at a time) at train.py's settings, the fast path with its ``vector`` route (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
 ``agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
-``evaluation.vector_eval.suggest_replications`` replications (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
+as many replications as keep each one's policy warm-up a quarter of its window (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
 timed with ``--eval-scale`` (default 0.1) and twice that of its measured window and extrapolated
 linearly to the full window (the warm-ups, the same in both, are counted once). The
 "schedule" rate is then ``total_timesteps / (steps x CPU-s per step + evaluations + final
@@ -150,22 +150,24 @@ def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Cloc
 def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale: float) -> float:
     """CPU seconds of one evaluation at train.py's size. Timed at ``scale`` and ``2 scale`` of
     its measured window (the warm-ups are the same in both) and extrapolated linearly."""
-    from evaluation.measure import simulated_efficiency
-    from evaluation.vector_eval import suggest_replications, vector_efficiency
+    from evaluation.measure import Window, consecutive_seeds, measure, replication_seeds
 
     total = sched["eval_epochs"] * sched["reps"]
-    reps = suggest_replications(config, total)
+    # as many replications as keep each one's policy warm-up at most a quarter of its window
+    pw = Window.for_farm(config, total, pas_warmup=True).warmup
+    reps = int(min(64, max(4, total // (4 * pw))))
     cost = []
     for s in (scale, 2 * scale):
         with Clock() as c:
             if kind == "sb3":
                 n = int(sched["eval_epochs"] * s)
-                est = simulated_efficiency(
-                    predict, config, "group", n_epochs=n, replications=sched["reps"]
-                )
-            else:  # the same number of measured epochs over suggest_replications replications
+                seeds = replication_seeds(10_000, sched["reps"])
+                est = measure(predict, config, n, seeds, action_mode="group", method="env")
+            else:  # the same number of measured epochs over fewer, batched replications
                 n = int(total / reps * s)
-                est = vector_efficiency(predict, config, "group", n_epochs=n, replications=reps)
+                win = Window.for_farm(config, n, pas_warmup=True)
+                est = measure(predict, config, win, consecutive_seeds(10_000, reps),
+                              action_mode="group", method="vector")  # fmt: skip
         cost.append(c.cpu)
         print(f"    {kind} evaluation ({est.replications} x {n} epochs): {est.efficiency:.5f} "
               f"+- {est.ci95:.5f}, {c.cpu:.1f} CPU-s", flush=True)  # fmt: skip

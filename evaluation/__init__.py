@@ -1,9 +1,12 @@
-"""Evaluation harness: replications with common random numbers, Student-t intervals, gaps to PAS /
-the exact optimum / the relaxation bound, local process pools and Ray. See docs/evaluation.md.
+"""Evaluation: one measurement API (:func:`measure`: one policy's efficiency with its interval),
+paired comparisons on common random numbers (:mod:`evaluation.paired`), and the harness that
+reports many policies (replications, Student-t intervals, gaps to PAS / the exact optimum / the
+relaxation bound, local process pools and Ray). See docs/evaluation.md.
 
 Quick use::
 
-    from evaluation import evaluate, format_table
+    from evaluation import Window, measure, evaluate, format_table
+    est = measure(policy, config, Window.for_farm(config, 20_000))
     report = evaluate("tiny", ["pas", "jsq", "random"], replications=10, horizon=100_000)
     print(format_table(report))
 """
@@ -11,7 +14,6 @@ Quick use::
 from evaluation.harness import (
     DEFAULT_POLICIES,
     EvaluationPlan,
-    default_warmup,
     evaluate,
     evaluate_and_write,
     evaluate_exact,
@@ -19,6 +21,17 @@ from evaluation.harness import (
     reference_values,
     summarize_plan,
 )
+from evaluation.measure import (
+    Estimate,
+    References,
+    Window,
+    as_predictor,
+    consecutive_seeds,
+    measure,
+    pas_efficiency,
+    reference_efficiencies,
+)
+from evaluation.paired import BestModelSelector, PairedComparison, PairedEvaluator, compare
 from evaluation.parallel import default_workers, run_units
 from evaluation.report import (
     atomic_open,
@@ -48,13 +61,21 @@ from evaluation.sweeps import sweep, sweep_and_write
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "BestModelSelector",
+    "Estimate",
     "EvaluationPlan",
+    "PairedComparison",
+    "PairedEvaluator",
+    "References",
     "RolloutResult",
+    "Window",
     "WorkUnit",
+    "as_predictor",
     "atomic_open",
     "atomic_write",
     "check_output_paths",
-    "default_warmup",
+    "compare",
+    "consecutive_seeds",
     "default_workers",
     "evaluate",
     "evaluate_and_write",
@@ -63,10 +84,13 @@ __all__ = [
     "format_table",
     "gap_pct",
     "mean_ci",
+    "measure",
     "paired_gap_pct",
+    "pas_efficiency",
     "plan_evaluation",
     "plot_efficiency",
     "plot_sweep",
+    "reference_efficiencies",
     "reference_values",
     "register_policy_resolver",
     "replication_seeds",

@@ -64,7 +64,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--warmup",
         type=int_at_least(0, MAX_WINDOW_EPOCHS, "MAX_WINDOW_EPOCHS"),
         default=None,
-        help="decision epochs discarded before measuring (default: 10%% of the horizon)",
+        help="decision epochs discarded before measuring (default: 50 mean job durations, at least 10%% of the horizon)",
     )
     p.add_argument(
         "--action-mode",

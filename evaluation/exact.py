@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -95,7 +95,7 @@ def as_predictor(policy: Any) -> Predictor:
     predict = getattr(policy, "predict", None)
     if predict is None:
         if callable(policy):
-            return policy
+            return cast(Predictor, policy)
         raise ValueError(
             f"policy: expected an object with a predict() method or a function (obs, masks) -> "
             f"actions, got {type(policy).__name__}"

@@ -70,7 +70,7 @@ def _row(eff: float, et: float, **extra: Any) -> dict[str, Any]:
     return {"efficiency": float(eff), "mean_response_time": float(et), **extra}
 
 
-def _optimum_curve(config: FarmConfig, n_points: int) -> tuple[list[dict], float, float]:
+def _optimum_curve(config: FarmConfig, n_points: int) -> tuple[list[dict[str, Any]], float, float]:
     lo = min_response_time(config)
     free = solve_lp(config)
     hi = float(free.mean_response_time)
@@ -82,18 +82,26 @@ def _optimum_curve(config: FarmConfig, n_points: int) -> tuple[list[dict], float
     return curve, lo, hi
 
 
-def _mix_curve(config, front, points, measure, method, grid_D, max_mix_seconds):
+def _mix_curve(
+    config: FarmConfig,
+    front: Sequence[OrderPoint],
+    points: Sequence[OrderPoint],
+    measure: Any,
+    method: str,
+    grid_D: np.ndarray,
+    max_mix_seconds: float,
+) -> tuple[list[dict[str, Any]], str | None]:
     if method == "exact":
         out = []
         for D in grid_D:
             if front[0].mean_response_time > D:
                 continue  # no order meets D, so no mix of a meeting order either
-            m = best_order_mix(points, float(D), measure)
+            m = best_order_mix(list(points), float(D), measure)
             out.append(_row(m.efficiency, m.mean_response_time, slo=float(D), p=m.p))
         return out, None
     if len(front) < 2:
         return [], "the static front has a single order"
-    cost = measure.mix_seconds(front[1].table, front[0].table, 0.5)
+    cost: float = measure.mix_seconds(front[1].table, front[0].table, 0.5)
     if cost > max_mix_seconds:
         return [], (
             f"one simulated mix takes ~{cost:.0f} s (> {max_mix_seconds:g} s): switching orders "
@@ -107,7 +115,15 @@ def _mix_curve(config, front, points, measure, method, grid_D, max_mix_seconds):
     return sorted(out, key=lambda r: r["mean_response_time"]), None
 
 
-def _policy_points(config, policies, exact, replications, horizon, seed, workers):
+def _policy_points(
+    config: FarmConfig,
+    policies: Sequence[str],
+    exact: bool,
+    replications: int,
+    horizon: int,
+    seed: int,
+    workers: int | None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     if exact:
         rep = evaluate_exact(config, list(policies), compute_optimum=False)
     else:
@@ -148,7 +164,9 @@ def frontier(
     measure, method = order_evaluator(config, exact_max_states=EXACT_MAX_STATES, epochs=epochs,
                                       seed=seed, durations=durations)  # fmt: skip
     notes: list[str] = []
-    opt_curve, lo, hi = [], None, None
+    opt_curve: list[dict[str, Any]] = []
+    lo: float | None = None
+    hi: float | None = None
     if method == "exact":
         try:
             opt_curve, lo, hi = _optimum_curve(config, n_points)
@@ -160,7 +178,7 @@ def frontier(
     tables = candidate_tables(config, max_orders=max_orders, per_group=exact)
     points = [OrderPoint(t, *measure(t)) for t in tables]
     front = _pareto(points)
-    if lo is None:
+    if lo is None or hi is None:
         lo, hi = front[0].mean_response_time, front[-1].mean_response_time
     grid = np.linspace(lo * (1 + 1e-6), hi, n_points)
     mix, why = _mix_curve(config, front, points, measure, method, grid, max_mix_seconds)
@@ -220,7 +238,7 @@ def plot_frontier(rep: Mapping[str, Any], path: str | Path) -> None:
     ax = fig.add_subplot()
     cur = rep["curves"]
 
-    def xy(c):
+    def xy(c: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
         return [r["mean_response_time"] for r in c], [r["efficiency"] for r in c]
 
     if cur["optimum"]:

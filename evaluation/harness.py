@@ -40,6 +40,7 @@ from evaluation.exact import (
     overall_blocking,
     randomised_exact,
 )
+from evaluation.measure import Window
 from evaluation.parallel import default_workers, run_units
 from evaluation.provenance import versions
 from evaluation.references import optimum_solution, reference_values
@@ -66,7 +67,6 @@ __all__ = [
     "EvaluationPlan",
     "backend_info",
     "build_policies",
-    "default_warmup",
     "epochs_per_duration",
     "evaluate",
     "evaluate_and_write",
@@ -85,12 +85,6 @@ REFERENCE_POLICY = "pas"
 METRICS = ("efficiency", "throughput", "power", "blocking", "cost_efficiency")
 #: reported when every replication carries it (the simulator's Little's-law response time)
 OPTIONAL_METRICS = ("mean_response_time",)
-
-
-def default_warmup(horizon: int) -> int:
-    """Default warm-up: 10% of the horizon (decision epochs dispatched by the policy itself and
-    discarded before measuring)."""
-    return int(horizon) // 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,14 +190,13 @@ def plan_evaluation(
     """
     check_run_settings(replications, seed)
     specs = _with_reference(policies)
-    # the window before the scenario and the policies are built (the horizon first: the default
-    # warm-up is computed from it)
+    # the window before the policies are built (the horizon first: the default warm-up, the
+    # one rule of evaluation.measure.Window.for_farm, is computed from it and the farm)
     check_window(horizon, 0 if warmup is None else warmup)
-    warmup = default_warmup(horizon) if warmup is None else warmup
-    check_window(horizon, warmup)
     config = load_scenario(scenario)
     if scale != 1:
         config = config.scaled(scale)
+    warmup = Window.for_farm(config, horizon, warmup).warmup
     seeds = replication_seeds(seed, int(replications))
     plan = EvaluationPlan(
         config=config,
@@ -363,7 +356,9 @@ def plan_timing(plan: EvaluationPlan, results: Sequence[Mapping[str, Any]]) -> d
     return {"cpu_s_per_policy": per, "cpu_s_total": float(sum(per.values()))}
 
 
-def backend_info(workers: int | None, use_ray: bool, ray_address: str | None, n_units: int) -> dict:
+def backend_info(
+    workers: int | None, use_ray: bool, ray_address: str | None, n_units: int
+) -> dict[str, Any]:
     if use_ray or ray_address:
         return {"kind": "ray", "address": ray_address or "local", "workers": workers}
     n = default_workers(n_units) if workers is None else min(workers, max(n_units, 1))
@@ -397,7 +392,8 @@ def evaluate(
         policies: names (``baselines.registry`` names, ``ppo:PATH``) or objects with ``predict``.
         replications: independent replications; replication r uses the same seed for every
             policy (common random numbers).
-        horizon: decision epochs measured per replication, after ``warmup`` (default 10%).
+        horizon: decision epochs measured per replication, after ``warmup`` (default:
+            ``evaluation.measure.Window.for_farm``'s rule).
         seed: base seed; the replication seeds are recorded in the report.
         workers: local processes (None: min(cpu_count, units); 1: in-process).
         use_ray, ray_address: run the units on Ray (local instance when no address).
@@ -461,44 +457,12 @@ def evaluate_exact(
     opt = refs["optimum"]["efficiency"] if refs.get("optimum") else None
     bound = refs["upper_bound"]["efficiency"] if refs.get("upper_bound") else None
 
-    def exact(x: float) -> dict[str, Any]:
-        return {"mean": float(x), "ci95": 0.0, "std": 0.0, "n": 1}
-
-    out_pol: dict[str, Any] = {}
-    for _, label, policy in built:
-        rnd = randomised_exact(policy, config)
-        if rnd is not None:  # a randomised symmetric policy: exact on the aggregated chain
-            out_pol[label] = _randomised_entry(config, rnd, exact)
-            continue
-        try:
-            res = exact_evaluation(policy, config, action_mode, max_states)
-        except ValueError as err:  # this policy only (randomised decisions, masked actions)
-            if label == REFERENCE_POLICY:
-                raise
-            skipped[label] = str(err)
-            continue
-        out_pol[label] = {
-            "route": "exact",
-            "efficiency": exact(res.efficiency),
-            "throughput": exact(res.throughput),
-            "power": exact(res.power),
-            "blocking": exact(overall_blocking(config, res)),
-            "cost_efficiency": exact(cost_efficiency(config, res)),
-            "mean_response_time": exact(res.mean_response_time),
-            "blocking_per_type": {
-                jt.name: exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
-            },
-            "n_states": res.n_states,
-            "invalid_actions": 0,
-            "replications": [],
-        }
-        if hasattr(policy, "check_cpu_seconds"):
-            out_pol[label]["check_cpu_s"] = float(policy.check_cpu_seconds)
+    out_pol = _exact_entries(config, built, skipped, action_mode, max_states)
     pas = out_pol[REFERENCE_POLICY]["efficiency"]["mean"]
     for e in out_pol.values():
         eff = e["efficiency"]["mean"]
         e["gap_to_pas_pct"] = gap_pct(eff, pas)
-        e["gap_to_pas_paired"] = exact(gap_pct(eff, pas) or 0.0)
+        e["gap_to_pas_paired"] = _exact(gap_pct(eff, pas) or 0.0)
         e["gap_to_optimum_pct"] = shortfall_pct(eff, opt)
         e["gap_to_bound_pct"] = shortfall_pct(eff, bound)
     return {
@@ -530,15 +494,62 @@ def evaluate_exact(
     }
 
 
-def _randomised_entry(config: FarmConfig, rnd: Mapping[str, Any], exact: Any) -> dict[str, Any]:
+def _exact(x: float) -> dict[str, Any]:
+    """A metric summary without sampling error."""
+    return {"mean": float(x), "ci95": 0.0, "std": 0.0, "n": 1}
+
+
+def _exact_entries(
+    config: FarmConfig,
+    built: Sequence[tuple[Any, str, Any]],
+    skipped: dict[str, str],
+    action_mode: str,
+    max_states: int,
+) -> dict[str, Any]:
+    """Each built policy's exact report entry (gaps not yet filled in); a policy that cannot be
+    solved exactly (randomised decisions, masked actions) goes to ``skipped``, except PAS."""
+    out_pol: dict[str, Any] = {}
+    for _, label, policy in built:
+        rnd = randomised_exact(policy, config)
+        if rnd is not None:  # a randomised symmetric policy: exact on the aggregated chain
+            out_pol[label] = _randomised_entry(config, rnd)
+            continue
+        try:
+            res = exact_evaluation(policy, config, action_mode, max_states)
+        except ValueError as err:  # this policy only (randomised decisions, masked actions)
+            if label == REFERENCE_POLICY:
+                raise
+            skipped[label] = str(err)
+            continue
+        out_pol[label] = {
+            "route": "exact",
+            "efficiency": _exact(res.efficiency),
+            "throughput": _exact(res.throughput),
+            "power": _exact(res.power),
+            "blocking": _exact(overall_blocking(config, res)),
+            "cost_efficiency": _exact(cost_efficiency(config, res)),
+            "mean_response_time": _exact(res.mean_response_time),
+            "blocking_per_type": {
+                jt.name: _exact(res.blocking[j]) for j, jt in enumerate(config.job_types)
+            },
+            "n_states": res.n_states,
+            "invalid_actions": 0,
+            "replications": [],
+        }
+        if hasattr(policy, "check_cpu_seconds"):
+            out_pol[label]["check_cpu_s"] = float(policy.check_cpu_seconds)
+    return out_pol
+
+
+def _randomised_entry(config: FarmConfig, rnd: Mapping[str, Any]) -> dict[str, Any]:
     lam = config.arrival_rates[0]
     blocking = float(lam @ rnd["blocking"] / lam.sum()) if lam.sum() > 0 else 0.0
     return {
         "route": "exact (aggregated chain)",
-        **{m: exact(rnd[m]) for m in (*METRICS[:3], "cost_efficiency", "mean_response_time")},
-        "blocking": exact(blocking),
+        **{m: _exact(rnd[m]) for m in (*METRICS[:3], "cost_efficiency", "mean_response_time")},
+        "blocking": _exact(blocking),
         "blocking_per_type": {
-            jt.name: exact(rnd["blocking"][j]) for j, jt in enumerate(config.job_types)
+            jt.name: _exact(rnd["blocking"][j]) for j, jt in enumerate(config.job_types)
         },
         "n_states": rnd["n_states"],
         "invalid_actions": 0,

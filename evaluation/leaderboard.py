@@ -221,14 +221,15 @@ def write_leaderboard(
     board: Mapping[str, Any], details: Mapping[str, Any], paths: Mapping[str, Path | None]
 ) -> None:
     """Write the requested files, each atomically."""
-    if paths.get("json"):
-        atomic_write(paths["json"], to_json(board))
-    if paths.get("md"):
-        atomic_write(paths["md"], format_markdown(board, details))
-    if paths.get("csv"):
-        atomic_write(paths["csv"], leaderboard_csv(board))
-    if paths.get("plot"):
-        plot_leaderboard(board, paths["plot"])
+    json_path, md, csv, plot = (paths.get(k) for k in ("json", "md", "csv", "plot"))
+    if json_path:
+        atomic_write(json_path, to_json(board))
+    if md:
+        atomic_write(md, format_markdown(board, details))
+    if csv:
+        atomic_write(csv, leaderboard_csv(board))
+    if plot:
+        plot_leaderboard(board, plot)
 
 
 def run_suite_and_write(

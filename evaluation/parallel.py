@@ -28,7 +28,7 @@ def default_workers(n_units: int) -> int:
 
 
 def _progress(total: int, enabled: bool | None, desc: str) -> Any:
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # type: ignore[import-untyped, unused-ignore]
 
     # default: a bar only on an interactive terminal (keeps logs and CI output clean)
     disable = (not sys.stderr.isatty()) if enabled is None else (not enabled)

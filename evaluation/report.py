@@ -42,7 +42,9 @@ __all__ = [
 # atomic files
 # ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+def atomic_open(
+    path: str | Path, mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on a clean exit it replaces ``path`` atomically, on
     any exception (including KeyboardInterrupt) it is deleted and ``path`` is left untouched.
 
@@ -228,10 +230,13 @@ def _grid(header: list[str], rows: list[list[str]]) -> str:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
     ]
-    line = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i == 0 else c.rjust(w)
-        for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-    )
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
@@ -384,9 +389,9 @@ def plot_sweep(sweep: Mapping[str, Any], path: str | Path) -> None:
         pts.sort()
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
                     marker="o", capsize=3, label=f"{sc} {pol}")  # fmt: skip
-    for sc, pts in bounds.items():
-        pts = sorted(set(pts))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "k--", lw=1, label=f"{sc} bound")
+    for sc, bpts in bounds.items():
+        bpts = sorted(set(bpts))
+        ax.plot([p[0] for p in bpts], [p[1] for p in bpts], "k--", lw=1, label=f"{sc} bound")
     ax.set_xscale("log")
     ax.set_xlabel("servers")
     ax.set_ylabel("efficiency (work per unit energy)")

@@ -283,6 +283,7 @@ def rollout(
     seed: int = 0,
     action_mode: str | None = None,
     deterministic: bool = True,
+    pas_warmup: int = 0,
 ) -> RolloutResult:
     """One replication of any object with ``predict(obs, action_masks=..., deterministic=...)``
     through :class:`~envs.server_farm.ServerFarmEnv` (see the module doc for the window).
@@ -294,6 +295,8 @@ def rollout(
         seed: seeds the env (and so the simulator's random stream).
         action_mode: ``"server"``/``"group"``; default the policy's own, else ``"server"``.
         deterministic: passed to ``predict``.
+        pas_warmup: epochs PAS dispatches (compiled, in the env's reset) from the empty farm
+            before the policy's ``warmup`` (``evaluation.measure.Window``).
 
     Masked actions are not executed: the env sends such a job where PAS would, and the count is
     returned as ``invalid_actions`` (a correct masked policy has 0).
@@ -302,7 +305,10 @@ def rollout(
     config = load_scenario(scenario)
     mode = action_mode or getattr(policy, "action_mode", None) or "server"
     # fixed eta: the reward is irrelevant here and a running eta costs a probe simulation
-    env = ServerFarmEnv(config, action_mode=mode, reward_eta=0.0, invalid_action="fallback")
+    env = ServerFarmEnv(
+        config, action_mode=mode, reward_eta=0.0, invalid_action="fallback",
+        warmup_epochs=int(pas_warmup),
+    )  # fmt: skip
     obs, _ = env.reset(seed=int(seed))
     invalid = 0
     start = None
@@ -313,7 +319,8 @@ def rollout(
         action, _ = policy.predict(
             obs, action_masks=env.action_masks(), deterministic=deterministic
         )
-        obs, _, _, _, info = env.step(int(np.asarray(action).reshape(-1)[0]))
+        action_index = int(np.asarray(action).reshape(-1)[0])
+        obs, _, _, _, info = env.step(action_index)  # type: ignore[no-untyped-call, unused-ignore]
         invalid += bool(info["invalid_action"])
     assert start is not None
     return RolloutResult(env.sim.stats() - start, "env", invalid)

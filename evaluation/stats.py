@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
+from scipy import stats as sps  # type: ignore[import-untyped, unused-ignore]
 
 __all__ = [
     "gap_pct",

@@ -197,8 +197,12 @@ def _check_reference(entry: Mapping[str, Any], ref: str, farm: FarmConfig, where
         )
     val = entry.get("reference_efficiency")
     if ref == "best-known":
-        ok = isinstance(val, (int, float)) and not isinstance(val, bool)
-        if not ok or not math.isfinite(val) or val <= 0:
+        if (
+            isinstance(val, bool)
+            or not isinstance(val, (int, float))
+            or not math.isfinite(val)
+            or val <= 0
+        ):
             raise ValueError(
                 f"{where}.reference_efficiency: 'best-known' needs the best known policy's "
                 f"efficiency (a number > 0), got {val!r}"
@@ -346,15 +350,16 @@ def mean_of_scores(
     if not scores:
         raise ValueError("scores: need at least one scenario")
     means = [s["mean"] for s in scores]
-    if any(m is None for m in means):
+    known = [m for m in means if m is not None]
+    if len(known) < len(means):
         return {"mean": None, "ci95": None}
-    mean = float(np.mean(means))
-    if any(s["ci95"] is None for s in scores):
-        return {"mean": mean, "ci95": None}
-    se2 = sum(
-        (float(s["ci95"]) / t_quantile(0.95, n)) ** 2
-        for s, n in zip(scores, replications, strict=True)
-    )
+    mean = float(np.mean(known))
+    halves = [s["ci95"] for s in scores]
+    se2 = 0.0
+    for h, n in zip(halves, replications, strict=True):
+        if h is None:
+            return {"mean": mean, "ci95": None}
+        se2 += (float(h) / t_quantile(0.95, n)) ** 2
     z = 1.959963984540054
     return {"mean": mean, "ci95": z * math.sqrt(se2) / len(scores)}
 

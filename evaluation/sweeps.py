@@ -82,6 +82,63 @@ def sweep_and_write(
     return result
 
 
+def _plans(
+    scenarios: Sequence[FarmConfig | str | Path | Mapping[str, Any]],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    scales: Sequence[int],
+    replications: int,
+    horizon: int,
+    warmup: int | None,
+    scale_horizon: bool,
+    action_mode: str,
+) -> list[EvaluationPlan]:
+    """One plan per (scenario, scale, seed), in that order."""
+    plans: list[EvaluationPlan] = []
+    for sc in scenarios:
+        for f in scales:
+            if int(f) != f or f < 1:
+                raise ValueError(f"scales: factors must be positive integers, got {f!r}")
+            h = int(horizon) * (int(f) if scale_horizon else 1)
+            w = None if warmup is None else int(warmup) * (int(f) if scale_horizon else 1)
+            for s in seeds:
+                plans.append(
+                    plan_evaluation(
+                        sc, policies, replications, h, w, int(s), action_mode, True, int(f)
+                    )
+                )
+    return plans
+
+
+def _rows(rep: Mapping[str, Any], p: EvaluationPlan) -> list[dict[str, Any]]:
+    """The flat rows (one per policy) of one run's report."""
+    rows = []
+    for name, e in rep["policies"].items():
+        rows.append(
+            {
+                "scenario": rep["scenario"],
+                "base_scenario": p.scenario_source,
+                "scale": int(p.scale),
+                "n_servers": rep["n_servers"],
+                "seed": p.seed,
+                "policy": name,
+                "replications": p.replications,
+                "horizon": p.horizon,
+                "efficiency_mean": e["efficiency"]["mean"],
+                "efficiency_ci95": e["efficiency"]["ci95"],
+                "throughput_mean": e["throughput"]["mean"],
+                "power_mean": e["power"]["mean"],
+                "blocking_mean": e["blocking"]["mean"],
+                "gap_to_pas_pct": e["gap_to_pas_pct"],
+                "gap_to_optimum_pct": e["gap_to_optimum_pct"],
+                "gap_to_bound_pct": e["gap_to_bound_pct"],
+                "optimum": rep["optimum"]["efficiency"] if rep["optimum"] else None,
+                "upper_bound": rep["upper_bound"]["efficiency"] if rep["upper_bound"] else None,
+            }
+        )
+    return rows
+
+
 def sweep(
     scenarios: Sequence[FarmConfig | str | Path | Mapping[str, Any]],
     policies: Sequence[str] = ("pas", "whittle", "jsq", "random"),
@@ -107,26 +164,14 @@ def sweep(
     """
     t0 = time.perf_counter()
     check_sweep_size(scenarios, policies, seeds, scales, replications)
-    plans: list[EvaluationPlan] = []
-    for sc in scenarios:
-        for f in scales:
-            if int(f) != f or f < 1:
-                raise ValueError(f"scales: factors must be positive integers, got {f!r}")
-            h = int(horizon) * (int(f) if scale_horizon else 1)
-            w = None if warmup is None else int(warmup) * (int(f) if scale_horizon else 1)
-            for s in seeds:
-                plans.append(
-                    plan_evaluation(
-                        sc, policies, replications, h, w, int(s), action_mode, True, int(f)
-                    )
-                )
+    plans = _plans(scenarios, policies, seeds, scales, replications, horizon, warmup,
+                   scale_horizon, action_mode)  # fmt: skip
     units = [u for p in plans for u in p.units]
     results = run_units(units, workers, ray_address, use_ray, progress)
     runs, rows = [], []
     i = 0
     ref_cache: dict[FarmConfig, dict[str, Any]] = {}
     for p in plans:
-        f = p.scale
         res = results[i : i + len(p.units)]
         i += len(p.units)
         if p.config not in ref_cache:
@@ -134,29 +179,7 @@ def sweep(
         rep = summarize_plan(p, res, ref_cache[p.config])
         rep["timing"] = plan_timing(p, res)
         runs.append(rep)
-        for name, e in rep["policies"].items():
-            rows.append(
-                {
-                    "scenario": rep["scenario"],
-                    "base_scenario": p.scenario_source,
-                    "scale": int(f),
-                    "n_servers": rep["n_servers"],
-                    "seed": p.seed,
-                    "policy": name,
-                    "replications": p.replications,
-                    "horizon": p.horizon,
-                    "efficiency_mean": e["efficiency"]["mean"],
-                    "efficiency_ci95": e["efficiency"]["ci95"],
-                    "throughput_mean": e["throughput"]["mean"],
-                    "power_mean": e["power"]["mean"],
-                    "blocking_mean": e["blocking"]["mean"],
-                    "gap_to_pas_pct": e["gap_to_pas_pct"],
-                    "gap_to_optimum_pct": e["gap_to_optimum_pct"],
-                    "gap_to_bound_pct": e["gap_to_bound_pct"],
-                    "optimum": rep["optimum"]["efficiency"] if rep["optimum"] else None,
-                    "upper_bound": rep["upper_bound"]["efficiency"] if rep["upper_bound"] else None,
-                }
-            )
+        rows.extend(_rows(rep, p))
     return {
         "kind": "sweep",
         "settings": {

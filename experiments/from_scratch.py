@@ -70,10 +70,10 @@ class _Curve:
         self._c0 = time.process_time()
 
     def evaluate(self, steps: int) -> None:
-        from evaluation.measure import exact_efficiency
+        from evaluation.measure import measure
 
         t0 = time.process_time()
-        est = exact_efficiency(self.predictor(), self.config, ACTION_MODE)
+        est = measure(self.predictor(), self.config, action_mode=ACTION_MODE, method="exact")
         t1 = time.process_time()
         if est is None:
             raise ValueError(f"scenario {self.config.name}: not exactly solvable")

@@ -8,14 +8,14 @@
 seeds ``0..n-1`` (2-4 groups of 1-3 servers, buffers 1-3; the generalist is trained on
 ``envs.farm_sampler`` draws, never on these). Per farm, exactly (no sampling error): the
 generalist's stationary efficiency (per-server CTMC of its deterministic decisions in server
-mode, ``evaluation.measure.exact_efficiency``), PAS's, and the optimum (``baselines.optimum``).
+mode, ``evaluation.measure.measure``), PAS's, and the optimum (``baselines.optimum``).
 Both act in server mode: the generalist with its check (``make_policy("generalist-checked", config)``),
 PAS as the paper defines it (smallest-index vacancy).
 Summary: mean / worst gap to the optimum for both, and the share of farms where the generalist is
 at least PAS (within 1e-9).
 
 **Presets** (``presets``): each preset's efficiency for the generalist and PAS, exactly where the
-chain is small, else in the native vector env (``evaluation.vector_eval``, server mode) with
+chain is small, else in the native vector env (``evaluation.measure``'s vector route, server mode) with
 common random numbers (the same replication seeds for both) and the paired 95% interval of the difference.
 """
 
@@ -41,10 +41,9 @@ from envs.config import FarmConfig  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.scenarios import load_scenario, random_farm  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
-from evaluation.measure import exact_efficiency  # noqa: E402
+from evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
 from evaluation.references import optimum_solution  # noqa: E402
 from evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
-from evaluation.vector_eval import vector_efficiency  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     metadata,
@@ -77,13 +76,13 @@ def small_farm_task(task: tuple[int, str]) -> dict[str, Any]:
     sol, why = optimum_solution(config)
     if sol is None or not exact_solvable(config):
         return row | {"skipped": why or "per-server chain too large"}
-    pas = exact_efficiency(PASPolicy(config), config, "server").efficiency
+    pas = measure(PASPolicy(config), config, action_mode="server", method="exact").efficiency
     opt = float(sol.value)
     row |= {"optimum": opt, "pas": pas, "pas_gap_pct": shortfall_pct(pas, opt)}
     guarded = GuardedGeneralistPolicy(config, "server", model=model)
     for who, policy in (("raw", GeneralistPolicy(config, "server", model=model)),
                         ("generalist", guarded)):  # fmt: skip
-        eff = exact_efficiency(policy, config, "server").efficiency
+        eff = measure(policy, config, action_mode="server", method="exact").efficiency
         row |= {who: eff, f"{who}_gap_pct": shortfall_pct(eff, opt),
                 f"{who}_at_least_pas": eff >= pas - 1e-9}  # fmt: skip
     row["guard"] = guarded.guard_report["chosen"]
@@ -119,20 +118,21 @@ def preset_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
     row["guard"] = guarded.guard_report["chosen"]
     policies = {"raw": GeneralistPolicy(config, mode, model=model), "generalist": guarded}
     if exact_solvable(config):
-        pas = exact_efficiency(PASPolicy(config, mode), config, mode).efficiency
+        pas = measure(PASPolicy(config, mode), config, action_mode=mode, method="exact").efficiency
         row |= {"method": "exact", "pas": pas}
         for who, pol in policies.items():
-            eff = exact_efficiency(pol, config, mode).efficiency
+            eff = measure(pol, config, action_mode=mode, method="exact").efficiency
             row |= {who: eff, f"{who}_vs_pas_pct": 100.0 * (eff - pas) / pas,
                     f"{who}_vs_pas_ci95_pct": 0.0}  # fmt: skip
         return row
-    kw = {"n_epochs": st["epochs"], "replications": st["replications"], "seed": 10_000}
-    pas = vector_efficiency(PASPolicy(config, mode), config, mode, **kw)
+    kw = {"window": Window.for_farm(config, st["epochs"], pas_warmup=True), "action_mode": mode,
+          "seeds": consecutive_seeds(10_000, st["replications"]), "method": "vector"}  # fmt: skip
+    pas = measure(PASPolicy(config, mode), config, **kw)
     row |= {"method": "simulation (paired)", "pas": pas.efficiency}
     for who, pol in policies.items():
         if who == "raw" and not st["raw_large"] and config.n_servers > 1_000:
             continue  # the raw network on 10,000 servers: minutes; only with --raw-large
-        est = vector_efficiency(pol, config, mode, **kw)
+        est = measure(pol, config, **kw)
         diff, half = mean_ci(est.per_replication - pas.per_replication, 0.95)  # paired
         row |= {who: est.efficiency, f"{who}_vs_pas_pct": 100.0 * diff / pas.efficiency,
                 f"{who}_vs_pas_ci95_pct": 100.0 * half / pas.efficiency}  # fmt: skip

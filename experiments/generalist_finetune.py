@@ -52,7 +52,7 @@ from baselines.pas import PASPolicy  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.scenarios import load_scenario, random_farm  # noqa: E402
 from evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
-from evaluation.measure import exact_efficiency  # noqa: E402
+from evaluation.measure import measure as measure_policy  # noqa: E402
 from evaluation.references import optimum_solution  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
@@ -161,7 +161,9 @@ def token_ppo(config: FarmConfig, net: TokenPolicyNet, max_groups: int, steps: i
 
     def measure(t: GeneralistTrainer) -> float:
         t.net.eval()
-        e = exact_efficiency(t.policy(config, "group"), config, "group").efficiency
+        e = measure_policy(
+            t.policy(config, "group"), config, action_mode="group", method="exact"
+        ).efficiency
         t.net.train()
         return float(e)
 
@@ -179,7 +181,7 @@ def farm_task(task: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     sol, why = optimum_solution(config)
     if sol is None or not exact_solvable(config):
         return row | {"skipped": why or "per-server chain too large"}
-    pas = exact_efficiency(PASPolicy(config), config, "server").efficiency
+    pas = measure_policy(PASPolicy(config), config, action_mode="server", method="exact").efficiency
     opt = float(sol.value)
     gap = opt - pas
 
@@ -187,7 +189,7 @@ def farm_task(task: tuple[str, dict[str, Any]]) -> dict[str, Any]:
         return 100.0 * (e - pas) / gap if gap > 1e-12 else 100.0
 
     guarded = GuardedGeneralistPolicy(config, "group", model=st["model"])
-    zero = exact_efficiency(guarded, config, "group").efficiency
+    zero = measure_policy(guarded, config, action_mode="group", method="exact").efficiency
     net, max_groups = guarded.net, guarded.encoding.max_groups  # the guard's anchor
     row |= {"pas": pas, "optimum": opt, "guard": guarded.guard_report["chosen"],
             "zero_shot": zero, "zero_shot_share": share(zero)}  # fmt: skip

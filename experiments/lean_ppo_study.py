@@ -42,9 +42,11 @@ import numpy as np
 
 
 def _exact(trainer: Any) -> float:
-    from evaluation.measure import exact_efficiency
+    from evaluation.measure import measure
 
-    est = exact_efficiency(trainer.predict_batch, trainer.config, trainer.cfg.action_mode)
+    est = measure(
+        trainer.predict_batch, trainer.config, action_mode=trainer.cfg.action_mode, method="exact"
+    )
     if est is None:
         raise ValueError("scenario: not exactly solvable; use the 'large' study")
     return est.efficiency
@@ -173,19 +175,22 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     from baselines.bounds import relaxation_bound
     from baselines.registry import make_policy
     from envs.scenarios import load_scenario
+    from evaluation.measure import Window, consecutive_seeds, measure
     from evaluation.stats import paired_gap_pct
-    from evaluation.vector_eval import vector_efficiency
 
     config = load_scenario(ns.scenario)
     mode = "group"
     kw = {"n_envs": 64, "n_steps": 256, "batch_size": ns.batch_size, "n_epochs": ns.n_epochs}
     kw |= json.loads(ns.set)
     t = LeanPPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
-    sel = {"n_epochs": ns.eval_epochs, "replications": ns.select_reps, "seed": 8_000_000}
-    fin_ev = {"n_epochs": ns.final_epochs, "replications": ns.final_reps, "seed": 7_000_000}
+    sel = {"window": Window.for_farm(config, ns.eval_epochs, pas_warmup=True), "action_mode": mode,
+           "seeds": consecutive_seeds(8_000_000, ns.select_reps), "method": "vector"}  # fmt: skip
+    fin_ev = {"window": Window.for_farm(config, ns.final_epochs, pas_warmup=True),
+              "action_mode": mode, "seeds": consecutive_seeds(7_000_000, ns.final_reps),
+              "method": "vector"}  # fmt: skip
     pas_pol = make_policy("pas", config, mode)
-    pas = vector_efficiency(pas_pol, config, mode, **fin_ev)
-    pas_sel = vector_efficiency(pas_pol, config, mode, **sel).efficiency
+    pas = measure(pas_pol, config, **fin_ev)
+    pas_sel = measure(pas_pol, config, **sel).efficiency
     bound = float(relaxation_bound(config).efficiency)
     report: dict[str, Any] = {"settings": kw, "pas": pas.as_dict(), "bound": bound}
     if ns.init == "pas":
@@ -196,7 +201,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     def select(tr: LeanPPO) -> None:
         if len(tr.history) % ns.eval_every:
             return
-        e = vector_efficiency(numpy_predictor(tr.policy), config, mode, **sel).efficiency
+        e = measure(numpy_predictor(tr.policy), config, **sel).efficiency
         curve.append((tr.num_timesteps, e))
         if e > best["eff"]:
             best.update(
@@ -215,7 +220,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     for name in ("final", "best"):
         if name == "best":
             t.policy.load_state_dict(best["state"])
-        est = vector_efficiency(numpy_predictor(t.policy), config, mode, **fin_ev)
+        est = measure(numpy_predictor(t.policy), config, **fin_ev)
         gap = paired_gap_pct(est.per_replication, pas.per_replication)
         report[name] = est.as_dict() | {
             "paired_gap_to_pas_pct": gap,

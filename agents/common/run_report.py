@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from agents.common.checkpoints import read_evaluations
-from agents.common.selection import EXACT_RTOL, PairedComparison
+from evaluation.paired import EXACT_RTOL, PairedComparison
 from evaluation.report import save_figure
 
 __all__ = [

@@ -15,7 +15,7 @@ its simulator, so the policy measures what its deviations are worth there before
   and PAS itself;
 * **exactly** where the per-server chain is small (``evaluation.exact``; milliseconds): each
   candidate's stationary efficiency, and the best one is kept (PAS when none beats it);
-* **by paired simulation** otherwise (``evaluation.vector_eval``, group mode, ``replications``
+* **by paired simulation** otherwise (``evaluation.measure``'s vector route, group mode, ``replications``
   replications with common random numbers, seeds from ``GUARD_SEED`` on, never the seeds
   evaluations use; 10 mean job durations under the policy before 2 are measured, so that what
   is measured is the policy's long-run regime, not the transient after PAS's): a candidate is eligible only if the lower end of the 95% interval of its
@@ -43,9 +43,8 @@ from agents.generalist.validate import with_anchor
 from baselines.pas import PASPolicy
 from envs.config import FarmConfig
 from evaluation.exact import exact_solvable
-from evaluation.measure import exact_efficiency
+from evaluation.measure import Window, consecutive_seeds, measure
 from evaluation.stats import mean_ci
-from evaluation.vector_eval import default_policy_warmup, vector_efficiency
 
 __all__ = ["GUARD_SEED", "GuardedGeneralistPolicy"]
 
@@ -113,11 +112,11 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
 
     def _exact_gains(self, nets: dict[float, Any]) -> list[dict[str, Any]]:
         c, mode = self.config, self.action_mode
-        pas = exact_efficiency(PASPolicy(c, mode), c, mode).efficiency
+        pas = measure(PASPolicy(c, mode), c, action_mode=mode, method="exact").efficiency
         rows = []
         for anchor, net in nets.items():
             self.net = net
-            eff = exact_efficiency(self, c, mode).efficiency
+            eff = measure(self, c, action_mode=mode, method="exact").efficiency
             gain = 100.0 * (eff - pas) / pas
             rows.append({"anchor": anchor, "gain_pct": gain, "eligible": gain > 1e-9})
         return rows
@@ -126,19 +125,19 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
         c = self.config
         per = c.epochs_per_duration
         # the policy's own stationary regime first, as long as evaluations wait for it (10 mean
-        # job durations, evaluation.vector_eval): a shorter wait measures the transient after
+        # job durations, evaluation.measure.Window): a shorter wait measures the transient after
         # PAS's regime, where a network's deviations can pay that cost in the long run; then 2
         # durations (>= 4,000 epochs) measured
-        kw = {"replications": replications, "seed": GUARD_SEED,
-              "policy_warmup": default_policy_warmup(c),
-              "n_epochs": max(math.ceil(2 * per), 4_000)}  # fmt: skip
-        pas = vector_efficiency(PASPolicy(c, "group"), c, "group", **kw).per_replication
+        kw = {"window": Window.for_farm(c, max(math.ceil(2 * per), 4_000), pas_warmup=True),
+              "seeds": consecutive_seeds(GUARD_SEED, replications), "action_mode": "group",
+              "method": "vector"}  # fmt: skip
+        pas = measure(PASPolicy(c, "group"), c, **kw).per_replication
         L, G = self.encoding.max_levels, self.encoding.max_groups
         scale = 100.0 / float(np.mean(pas))  # a difference in % of PAS's efficiency
         rows = []
         for anchor, net in nets.items():
             gen = GeneralistPolicy(c, "group", net=net, max_groups=G, max_levels=L)
-            d = vector_efficiency(gen, c, "group", **kw).per_replication - pas
+            d = measure(gen, c, **kw).per_replication - pas
             mean, half = mean_ci(d, 0.95)
             rows.append({"anchor": anchor, "gain_pct": mean * scale, "ci95_pct": half * scale,
                          "eligible": mean - half > 0.0})  # fmt: skip

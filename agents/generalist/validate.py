@@ -21,7 +21,7 @@ from baselines.pas import PASPolicy
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
-from evaluation.measure import exact_efficiency
+from evaluation.measure import measure
 
 __all__ = ["select_anchor", "validate", "validation_farms", "with_anchor"]
 
@@ -49,8 +49,10 @@ def validate(trainer: GeneralistTrainer, farms: Sequence[FarmConfig]) -> dict[st
     """Exact efficiency against PAS on each validation farm: mean and worst relative gain (%)."""
     gains = []
     for config in farms:
-        gen = exact_efficiency(trainer.policy(config, "server"), config, "server")
-        pas = exact_efficiency(PASPolicy(config), config, "server")
+        gen = measure(
+            trainer.policy(config, "server"), config, action_mode="server", method="exact"
+        )
+        pas = measure(PASPolicy(config), config, action_mode="server", method="exact")
         gains.append(100.0 * (gen.efficiency - pas.efficiency) / pas.efficiency)
     g = np.array(gains)
     return {"mean_vs_pas_pct": float(g.mean()), "worst_vs_pas_pct": float(g.min()),

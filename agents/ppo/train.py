@@ -8,7 +8,7 @@ One job (:func:`train_lean`):
    that loads (a damaged one is skipped with a warning);
 2. the policy is evaluated at step 0, then every ``eval_freq`` steps and at the end, exactly
    where the per-server chain is small, else in the vector env with fixed seeds, paired with PAS
-   on the same seeds (``agents.common.selection``); ``best_model.zip`` is replaced only by a model that
+   on the same seeds (``evaluation.paired``); ``best_model.zip`` is replaced only by a model that
    is better than it (exact, or the paired 95% interval above 0);
 3. the best and the final model are measured once more, on fresh seeds, next to PAS on the
    same seeds: the summary says whether PPO beats PAS significantly, is not significantly
@@ -40,14 +40,6 @@ from agents.common.checkpoints import (
 )
 from agents.common.farm_settings import policy_warmup
 from agents.common.run_dir import write_run_args
-from agents.common.selection import (
-    BestModelSelector,
-    PairedComparison,
-    PairedEvaluator,
-    compare,
-    estimate_as_dict,
-    estimate_from_dict,
-)
 from agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
 from agents.ppo.algorithm import numpy_predictor
 from agents.ppo.trainer import (
@@ -66,7 +58,15 @@ from baselines.registry import make_policy
 from envs.config import FarmConfig
 from envs.symmetry import GroupView
 from evaluation.exact import exact_solvable
-from evaluation.measure import EfficiencyEstimate, References
+from evaluation.measure import Estimate, References
+from evaluation.paired import (
+    BestModelSelector,
+    PairedComparison,
+    PairedEvaluator,
+    compare,
+    estimate_as_dict,
+    estimate_from_dict,
+)
 from evaluation.provenance import versions
 from evaluation.references import reference_values
 from evaluation.stats import gaps
@@ -115,7 +115,7 @@ def _strongest_start(
     )
 
 
-def _references(config: FarmConfig, pas: EfficiencyEstimate, objective: str) -> References:
+def _references(config: FarmConfig, pas: Estimate, objective: str) -> References:
     if objective != "energy":  # the optimum and the bound are of jobs per unit energy
         why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
         return References(pas, None, why, None, why)
@@ -130,8 +130,8 @@ def _references(config: FarmConfig, pas: EfficiencyEstimate, objective: str) -> 
     )
 
 
-def _plain(est: EfficiencyEstimate) -> EfficiencyEstimate:
-    return EfficiencyEstimate(est.efficiency, est.ci95, est.method, est.epochs, est.replications)
+def _plain(est: Estimate) -> Estimate:
+    return Estimate(est.efficiency, est.ci95, est.method, est.epochs, est.replications)
 
 
 def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -349,7 +349,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         refs = dataclasses.replace(refs, pas=_plain(pas_final))
     best_vs_pas, final_vs_pas = compare(est_best, pas_final), compare(est_final, pas_final)
 
-    def report(est: EfficiencyEstimate, vs: PairedComparison) -> dict[str, Any]:
+    def report(est: Estimate, vs: PairedComparison) -> dict[str, Any]:
         g = gaps(est.efficiency, refs.pas.efficiency, refs.optimum, refs.upper_bound)
         if not exact:  # the paired gap is the one to read
             g["gap_to_pas_pct"] = vs.gap_pct
@@ -449,7 +449,7 @@ def _provenance(
     history: list[dict[str, Any]],
     confirmation: dict[str, Any] | None,
     best_steps: int,
-    est_best: EfficiencyEstimate,
+    est_best: Estimate,
 ) -> dict[str, Any]:
     """The summary's ``start`` (the policy PPO started from: its teacher and its value) and
     ``ppo_change`` (what PPO's updates changed: the kept model minus the start, exact, or
@@ -465,7 +465,7 @@ def _provenance(
     if est_best.method == "exact" and step0 is not None:
         start |= {"efficiency": step0["efficiency"], "ci95": 0.0, "method": "exact",
                   "measured_on": "exact"}  # fmt: skip
-        change = compare(est_best, EfficiencyEstimate(step0["efficiency"], 0.0, "exact")).as_dict()
+        change = compare(est_best, Estimate(step0["efficiency"], 0.0, "exact")).as_dict()
     elif confirmation is not None:
         start |= confirmation["start"] | {"measured_on": "confirmation seeds"}
         change = confirmation["kept_vs_start"]

@@ -40,7 +40,7 @@ from agents.common.checkpoints import (
     write_error,
 )
 from agents.ppo.agent import model_predictor
-from evaluation.measure import EfficiencyEstimate, References
+from evaluation.measure import Estimate, References
 from evaluation.stats import gaps
 
 __all__ = [
@@ -170,8 +170,8 @@ class EfficiencyEvalCallback(BaseCallback):
     the first rollout start after every ``eval_freq`` timesteps, and at the end of training.
 
     Args:
-        measure: ``measure(predictor) -> EfficiencyEstimate`` (e.g. a partial of
-            ``evaluation.measure.measure_efficiency``); the predictor is the model's deterministic one.
+        measure: ``measure(predictor) -> Estimate`` (e.g. a partial of
+            ``evaluation.measure.measure``); the predictor is the model's deterministic one.
         references: PAS / optimum / bound of the scenario, for the logged gaps.
         eval_freq: timesteps between evaluations (all envs together).
         log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).
@@ -188,7 +188,7 @@ class EfficiencyEvalCallback(BaseCallback):
 
     def __init__(
         self,
-        measure: Callable[[Callable], EfficiencyEstimate],
+        measure: Callable[[Callable], Estimate],
         references: References,
         eval_freq: int,
         log_path: str | Path | None = None,

@@ -38,11 +38,12 @@ from envs.config import FarmConfig
 from envs.server_farm import ServerFarmEnv
 from evaluation.harness import epochs_per_duration
 from evaluation.measure import (
-    EfficiencyEstimate,
+    Estimate,
     References,
-    measure_efficiency,
     reference_efficiencies,
+    replication_seeds,
 )
+from evaluation.measure import measure as measure_policy
 from evaluation.provenance import versions
 from evaluation.stats import gaps
 
@@ -255,13 +256,13 @@ def _evaluator(
     eval_log = out / "evaluations.jsonl"
     history = read_evaluations(eval_log) if run.loaded else []
     measure = partial(
-        measure_efficiency,
+        measure_policy,
         config=config,
+        window=a.eval_epochs,
+        # evaluation streams distinct from training streams
+        seeds=replication_seeds(1_000_000 + a.seed * 1000, a.eval_replications),
         action_mode=a.action_mode,
-        exact=a.eval_exact,
-        n_epochs=a.eval_epochs,
-        replications=a.eval_replications,
-        seed=1_000_000 + a.seed * 1000,  # evaluation streams distinct from training streams
+        method="auto" if a.eval_exact else "env",
     )
     evaluator = EfficiencyEvalCallback(
         lambda p: measure(p),
@@ -340,17 +341,16 @@ def _final_summary(
     )  # the one safe loader (agents.common.artefacts)
     final_kw = {
         "config": config,
+        "window": a.final_eval_epochs,
+        "seeds": replication_seeds(2_000_000 + a.seed * 1000, max(2, a.eval_replications)),
         "action_mode": a.action_mode,
-        "exact": a.eval_exact,
-        "n_epochs": a.final_eval_epochs,
-        "replications": max(2, a.eval_replications),
-        "seed": 2_000_000 + a.seed * 1000,
+        "method": "auto" if a.eval_exact else "env",
     }
-    est_best = measure_efficiency(best.predictor(), **final_kw)
-    est_final = measure_efficiency(model_predictor(run.model), **final_kw)
+    est_best = measure_policy(best.predictor(), **final_kw)
+    est_final = measure_policy(model_predictor(run.model), **final_kw)
     pas, opt = refs.pas.efficiency, refs.optimum
 
-    def report(est: EfficiencyEstimate) -> dict[str, Any]:
+    def report(est: Estimate) -> dict[str, Any]:
         return est.as_dict() | gaps(est.efficiency, pas, opt, refs.upper_bound)
 
     return {

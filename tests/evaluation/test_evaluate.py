@@ -206,8 +206,13 @@ def test_large_instance_optimum_is_null_with_reason():
     # the relaxation bound does not depend on the farm's size: it is there, and so is the gap
     assert rep["upper_bound"] is not None
     assert isinstance(rep["policies"]["pas"]["gap_to_bound_pct"], float)
-    # 300 epochs are ~2.5 mean job durations on this farm: the report says so
-    assert any("warm-up" in w for w in rep["warnings"])
+    # 300 epochs are ~2.5 mean job durations on this farm: the report says so; the default
+    # warm-up is the rule's 50 durations (5,982 epochs), a shorter one is flagged
+    assert any("horizon" in w for w in rep["warnings"])
+    assert rep["settings"]["warmup"] == 5_982
+    assert not any("warm-up" in w for w in rep["warnings"])
+    short = _small(scenario="paper-100", policies=["pas"], replications=2, horizon=300, warmup=30)
+    assert any("warm-up" in w for w in short["warnings"])
     assert _small(horizon=20_000)["warnings"] == []
 
 

@@ -19,8 +19,7 @@ from agents.common.farm_settings import derive_settings
 from agents.ppo import PPOAgent, model_predictor, write_sidecar
 from agents.ppo_sb3.wrappers import TrainingWrapper
 from envs import ServerFarmEnv, load_scenario
-from evaluation.measure import exact_efficiency
-from evaluation.measure import simulated_efficiency as rollout_efficiency
+from evaluation.measure import Window, measure, replication_seeds
 
 # exact efficiencies (baselines.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369
@@ -170,9 +169,9 @@ def test_exact_and_simulated_efficiency_agree():
     cfg = load_scenario("tiny")
     model = untrained_model(seed=5)
     pred = model_predictor(model)
-    exact = exact_efficiency(pred, cfg, "server")
-    sim = rollout_efficiency(pred, cfg, "server", n_epochs=4000, replications=6, seed=7)
-    assert exact is not None and exact.method == "exact"
+    exact = measure(pred, cfg, method="exact")
+    sim = measure(pred, cfg, Window.for_farm(cfg, 4000), replication_seeds(7, 6), method="env")
+    assert exact.method == "exact"
     # 95% t half-width with 5 dof -> sigma = ci95 / 2.571; allow 4.5 sigma
     assert abs(sim.efficiency - exact.efficiency) < 4.5 * sim.ci95 / 2.571
 
@@ -182,7 +181,7 @@ def test_exact_efficiency_of_pas_matches_ctmc():
 
     cfg = load_scenario("tiny")
     pas = make_policy("pas", cfg)
-    est = exact_efficiency(lambda o, m: pas.predict(o, action_masks=m)[0], cfg, "server")
+    est = measure(lambda o, m: pas.predict(o, action_masks=m)[0], cfg, method="exact")
     assert est.efficiency == pytest.approx(TINY_PAS, rel=1e-10)
 
 

@@ -14,7 +14,7 @@ from baselines.registry import make_policy  # noqa: E402
 from envs.config import farm_from_dict  # noqa: E402
 from envs.scenarios import load_scenario  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
-from evaluation.measure import exact_efficiency  # noqa: E402
+from evaluation.measure import measure  # noqa: E402
 
 
 def _bad_net(anchor: float = 4.0):
@@ -44,8 +44,8 @@ def test_exact_guard_keeps_the_best_candidate(name: str) -> None:
     g = GuardedGeneralistPolicy(c, "server")
     rep = g.guard_report
     assert rep["method"] == "exact" and len(rep["candidates"]) == 4
-    pas = exact_efficiency(PASPolicy(c), c, "server").efficiency
-    eff = exact_efficiency(g, c, "server").efficiency
+    pas = measure(PASPolicy(c), c, action_mode="server", method="exact").efficiency
+    eff = measure(g, c, action_mode="server", method="exact").efficiency
     best = max(r["gain_pct"] for r in rep["candidates"])
     assert eff >= pas
     assert 100.0 * (eff - pas) / pas == pytest.approx(max(best, 0.0), abs=1e-9)
@@ -55,11 +55,13 @@ def test_a_bad_network_is_replaced_by_pas_exactly() -> None:
     c = load_scenario("tiny")
     net, sizes = _bad_net()
     raw = GeneralistPolicy(c, "server", net=net, **sizes)
-    pas = exact_efficiency(PASPolicy(c), c, "server").efficiency
-    assert exact_efficiency(raw, c, "server").efficiency < pas
+    pas = measure(PASPolicy(c), c, action_mode="server", method="exact").efficiency
+    assert measure(raw, c, action_mode="server", method="exact").efficiency < pas
     g = GuardedGeneralistPolicy(c, "server", net=net, **sizes)
     assert g.guard_report["chosen"] == "pas"
-    assert exact_efficiency(g, c, "server").efficiency == pytest.approx(pas, rel=1e-12)
+    assert measure(g, c, action_mode="server", method="exact").efficiency == pytest.approx(
+        pas, rel=1e-12
+    )
 
 
 def test_simulated_guard_on_a_farm_beyond_the_exact_chain() -> None:

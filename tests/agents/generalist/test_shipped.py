@@ -12,8 +12,8 @@ from agents.generalist import SHIPPED_MODEL, GeneralistPolicy
 from baselines.registry import make_policy
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from envs.server_farm import ServerFarmEnv
+from evaluation.measure import Window, consecutive_seeds, measure
 from evaluation.stats import mean_ci
-from evaluation.vector_eval import vector_efficiency
 
 
 def test_the_model_ships_small_and_loads_by_name() -> None:
@@ -36,13 +36,11 @@ def test_the_model_ships_small_and_loads_by_name() -> None:
 
 @pytest.mark.parametrize("scenario", ["small-1", "pas-gap"])
 def test_it_beats_random(scenario: str) -> None:
-    kw = {"n_epochs": 4_000, "replications": 8, "seed": 123}
-    gen = vector_efficiency(
-        make_policy("generalist", scenario, "group"), scenario_config(scenario), "group", **kw
-    )
-    rnd = vector_efficiency(
-        make_policy("random", scenario, "group", seed=0), scenario_config(scenario), "group", **kw
-    )
+    cfg = scenario_config(scenario)
+    kw = {"window": Window.for_farm(cfg, 4_000, pas_warmup=True), "action_mode": "group",
+          "seeds": consecutive_seeds(123, 8), "method": "vector"}  # fmt: skip
+    gen = measure(make_policy("generalist", scenario, "group"), cfg, **kw)
+    rnd = measure(make_policy("random", scenario, "group", seed=0), cfg, **kw)
     diff, half = mean_ci(gen.per_replication - rnd.per_replication, 0.95)
     assert diff - half > 0, (gen.efficiency, rnd.efficiency)
 

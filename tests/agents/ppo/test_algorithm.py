@@ -229,7 +229,7 @@ def test_short_training_on_tiny_beats_random_exactly():
     """Exact (CTMC) efficiencies: no sampling error, so a strict comparison is sound. A random
     initial policy, then 40,960 steps; the learnt policy must beat it and reach PAS's exact
     efficiency (PAS is optimal up to 0.4% on tiny; the optimum bounds both)."""
-    from evaluation.measure import exact_efficiency, pas_efficiency
+    from evaluation.measure import measure, pas_efficiency
     from evaluation.references import optimum_solution
 
     config = load_scenario("tiny")
@@ -237,9 +237,9 @@ def test_short_training_on_tiny_beats_random_exactly():
         config, action_mode="server", seed=0, n_envs=16, n_steps=128, batch_size=512,
         horizon_durations=4.0,  # gamma 0.9: on tiny 1 duration (0.6) drifts late (BENCHMARKS.md)
     )  # fmt: skip
-    start = exact_efficiency(t.predict_batch, config, "server").efficiency
+    start = measure(t.predict_batch, config, action_mode="server", method="exact").efficiency
     t.learn(40_960)
-    end = exact_efficiency(t.predict_batch, config, "server").efficiency
+    end = measure(t.predict_batch, config, action_mode="server", method="exact").efficiency
     pas = pas_efficiency(config).efficiency
     sol, _ = optimum_solution(config)
     opt = None if sol is None else float(sol.value)

@@ -1,27 +1,25 @@
-"""Which model to keep: paired comparisons on common random numbers.
+"""Paired comparisons on common random numbers, and which model to keep (training's model
+selection, built on :func:`evaluation.measure.measure`).
 
-A training run measures its policy many times. Two estimates made with the *same* replication
-seeds (``evaluation.vector_eval.vector_efficiency``: replication ``i`` uses stream ``seed + i``
-in both) are positively correlated, so the right test of "is the candidate better?" is on the
-per-replication differences: their mean and Student-t 95% interval (:func:`compare`), usually
-far narrower than the two separate intervals. Where the chain is small the efficiencies are
-exact (``evaluation.exact``): no noise, the comparison is direct.
+Two estimates made with the *same* replication seeds are positively correlated, so the right test
+of "is the candidate better?" is on the per-replication differences: their mean and Student-t 95%
+interval (:func:`compare`), usually far narrower than the two separate intervals. Where the chain
+is small the efficiencies are exact (``evaluation.exact``): no noise, the comparison is direct.
 
-:class:`PairedEvaluator` measures a predictor exactly or in the vector env with fixed seeds and
-holds PAS's estimate on the same seeds; :class:`BestModelSelector` keeps the best model: a
-candidate replaces it only when it is better (exact: strictly; simulated: the paired interval of
-the difference lies above 0), so the first model (the PAS clone, with ``--init pas``) is a
-floor that noise cannot push the kept model below.
+:class:`PairedEvaluator` measures a predictor exactly or in the vector env on fixed seeds
+(replication ``i``: stream ``seed + i``) and holds PAS's estimate on the same seeds;
+:class:`BestModelSelector` keeps the best model: a candidate replaces it only when it is better
+(exact: strictly; simulated: the paired interval of the difference lies above 0), so the first
+model (the PAS clone, with ``--init pas``) is a floor that noise cannot push the kept model below.
 
 Selecting the maximum of many noisy evaluations on the same seeds is biased upwards on those
-seeds, so the final verdict (``train.py``'s report) re-measures the kept model and PAS on fresh
-seeds.
+seeds, so a final verdict re-measures the kept model and PAS on fresh seeds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,16 +27,21 @@ import numpy as np
 
 from baselines.registry import make_policy
 from envs.config import FarmConfig
-from evaluation.measure import EfficiencyEstimate, exact_efficiency
+from evaluation.measure import Estimate, Window, consecutive_seeds, measure
 from evaluation.stats import mean_ci
-from evaluation.vector_eval import VectorEstimate, builtin_efficiency, vector_efficiency
 
-__all__ = ["BestModelSelector", "PairedComparison", "PairedEvaluator", "compare"]
+__all__ = [
+    "EXACT_RTOL",
+    "BestModelSelector",
+    "PairedComparison",
+    "PairedEvaluator",
+    "compare",
+    "estimate_as_dict",
+    "estimate_from_dict",
+]
 
 #: relative tolerance below which two exact efficiencies are equal (the CTMC solve's precision)
 EXACT_RTOL = 1e-9
-
-Predictor = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,12 @@ class PairedComparison:
         )
 
 
-def _per_replication(est: EfficiencyEstimate) -> np.ndarray | None:
-    values = getattr(est, "per_replication", None)
-    return None if values is None or len(values) == 0 else np.asarray(values, dtype=np.float64)
+def _per_replication(est: Estimate) -> np.ndarray | None:
+    values = est.per_replication
+    return None if len(values) == 0 else np.asarray(values, dtype=np.float64)
 
 
-def compare(candidate: EfficiencyEstimate, reference: EfficiencyEstimate) -> PairedComparison:
+def compare(candidate: Estimate, reference: Estimate) -> PairedComparison:
     """Paired comparison of two estimates of the same method: exact (direct difference) or
     simulated on the same seeds (per-replication differences; ValueError if the estimates have
     no per-replication values or not the same number of them)."""
@@ -120,7 +123,7 @@ def compare(candidate: EfficiencyEstimate, reference: EfficiencyEstimate) -> Pai
     if cv is None or rv is None or cv.shape != rv.shape:
         raise ValueError(
             "candidate/reference: a paired comparison needs per-replication values of both, "
-            "measured on the same seeds (evaluation.vector_eval.vector_efficiency)"
+            "measured on the same seeds (evaluation.measure.measure)"
         )
     diff = cv - rv
     mean, half = mean_ci(diff, 0.95)
@@ -133,23 +136,15 @@ def compare(candidate: EfficiencyEstimate, reference: EfficiencyEstimate) -> Pai
     )  # fmt: skip
 
 
-def estimate_from_dict(d: Mapping[str, Any]) -> EfficiencyEstimate:
+def estimate_from_dict(d: Mapping[str, Any]) -> Estimate:
     """Rebuild an estimate saved with :func:`estimate_as_dict` (e.g. from a best model's
     sidecar on ``--resume``)."""
-    per = d.get("per_replication")
-    base = {k: d[k] for k in ("efficiency", "ci95", "method", "epochs", "replications")}
-    if per:
-        return VectorEstimate(**base, per_replication=np.asarray(per, dtype=np.float64))
-    return EfficiencyEstimate(**base)
+    return Estimate.from_dict(d)
 
 
-def estimate_as_dict(est: EfficiencyEstimate) -> dict[str, Any]:
+def estimate_as_dict(est: Estimate) -> dict[str, Any]:
     """An estimate as JSON, with its per-replication values when it has them."""
-    out = est.as_dict()
-    per = _per_replication(est)
-    if per is not None:
-        out["per_replication"] = per.tolist()
-    return out
+    return est.as_dict()
 
 
 class PairedEvaluator:
@@ -189,40 +184,39 @@ class PairedEvaluator:
         self.n_epochs, self.replications, self.seed = int(n_epochs), int(replications), int(seed)
         self.warmup_epochs, self.policy_warmup = warmup_epochs, policy_warmup
         self.objective = objective
-        self._pas: EfficiencyEstimate | None = None
+        self._pas: Estimate | None = None
 
-    def measure(self, policy: Any) -> EfficiencyEstimate:
+    def window(self) -> Window:
+        """The simulated window: PAS warms up the empty farm, the policy runs its transient,
+        then ``n_epochs`` are measured (``Window.for_farm`` fills in what is None)."""
+        pas = True if self.warmup_epochs is None else int(self.warmup_epochs)
+        return Window.for_farm(self.config, self.n_epochs, self.policy_warmup, pas)
+
+    def measure(self, policy: Any) -> Estimate:
         """The efficiency of a deterministic predictor (or policy with ``predict``)."""
         if self.exact:
-            est = exact_efficiency(policy, self.config, self.action_mode)
-            if est is None:
-                raise ValueError("exact: the farm's per-server chain cannot be solved exactly")
-            return est
-        return vector_efficiency(
-            policy, self.config, self.action_mode, n_epochs=self.n_epochs,
-            replications=self.replications, warmup_epochs=self.warmup_epochs,
-            policy_warmup=self.policy_warmup, seed=self.seed, objective=self.objective,
+            return measure(policy, self.config, action_mode=self.action_mode, method="exact")
+        return measure(
+            policy, self.config, self.window(), consecutive_seeds(self.seed, self.replications),
+            action_mode=self.action_mode, method="vector", objective=self.objective,
         )  # fmt: skip
 
     @property
-    def pas(self) -> EfficiencyEstimate:
+    def pas(self) -> Estimate:
         """PAS on the same seeds (or exactly), always with per-server actions: PAS's own
-        definition (``evaluation.measure.pas_efficiency``). Its group-action form can differ
-        (pas-gap: 0.648090 against 0.648423, exact), and the reference must not be the weaker
-        one. The seeds drive the same arrivals and sizes in either action mode, so the pairing
-        holds."""
+        definition. Its group-action form can differ (pas-gap: 0.648090 against 0.648423,
+        exact), and the reference must not be the weaker one. The seeds drive the same arrivals
+        and sizes in either action mode, so the pairing holds. Simulated, it is the compiled
+        simulator's own PAS on the vector env's sample path, without a policy call per step."""
         if self._pas is None:
             pas = make_policy("pas", self.config, "server")
             if self.exact:
-                est = exact_efficiency(pas, self.config, "server")
-                if est is None:
-                    raise ValueError("exact: the farm's per-server chain cannot be solved exactly")
-                self._pas = est
-            else:  # the simulator's own PAS: the vector env's sample path, without a call per step
-                self._pas = builtin_efficiency(
-                    self.config, pas.priority_table(), n_epochs=self.n_epochs,
-                    replications=self.replications, warmup_epochs=self.warmup_epochs,
-                    policy_warmup=self.policy_warmup, seed=self.seed, objective=self.objective,
+                self._pas = measure(pas, self.config, method="exact")
+            else:
+                self._pas = measure(
+                    pas, self.config, self.window(),
+                    consecutive_seeds(self.seed, self.replications), method="builtin",
+                    objective=self.objective,
                 )  # fmt: skip
         return self._pas
 
@@ -233,13 +227,11 @@ class BestModelSelector:
 
     ``best`` restores the best of a resumed run (its estimate, with per-replication values)."""
 
-    def __init__(self, evaluator: PairedEvaluator, best: EfficiencyEstimate | None = None):
+    def __init__(self, evaluator: PairedEvaluator, best: Estimate | None = None):
         self.evaluator = evaluator
         self.best = best
 
-    def consider(
-        self, est: EfficiencyEstimate
-    ) -> tuple[bool, PairedComparison, PairedComparison | None]:
+    def consider(self, est: Estimate) -> tuple[bool, PairedComparison, PairedComparison | None]:
         vs_pas = compare(est, self.evaluator.pas)
         if self.best is None:
             self.best = est

@@ -1,27 +1,26 @@
-"""agents.common.selection: paired comparisons on common random numbers and the best-model rule."""
+"""evaluation.paired: paired comparisons on common random numbers and the best-model rule."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from agents.common.selection import (
+from baselines.registry import make_policy
+from envs.scenarios import load_scenario
+from evaluation.measure import Estimate
+from evaluation.paired import (
     BestModelSelector,
     PairedEvaluator,
     compare,
     estimate_as_dict,
     estimate_from_dict,
 )
-from baselines.registry import make_policy
-from envs.scenarios import load_scenario
-from evaluation.measure import EfficiencyEstimate
 from evaluation.stats import t_quantile
-from evaluation.vector_eval import VectorEstimate
 
 
-def _vec(values) -> VectorEstimate:
+def _vec(values) -> Estimate:
     v = np.asarray(values, dtype=float)
-    return VectorEstimate(float(v.mean()), 0.0, "simulation", 100 * len(v), len(v), v)
+    return Estimate(float(v.mean()), 0.0, "simulation", 100 * len(v), len(v), v)
 
 
 def test_paired_difference_matches_the_t_interval_by_hand():
@@ -58,7 +57,7 @@ def test_noise_alone_is_not_significantly_different():
 
 
 def test_exact_comparison_is_direct():
-    a, b = EfficiencyEstimate(0.33, 0.0, "exact"), EfficiencyEstimate(0.32, 0.0, "exact")
+    a, b = Estimate(0.33, 0.0, "exact"), Estimate(0.32, 0.0, "exact")
     assert compare(a, b).verdict == "better" and compare(a, b).ci95 == 0.0
     assert compare(b, a).verdict == "worse"
     assert compare(a, a).verdict == "equal"
@@ -69,16 +68,17 @@ def test_unpaired_estimates_are_refused():
     with pytest.raises(ValueError, match="same seeds"):
         compare(_vec([0.5, 0.6, 0.7]), _vec([0.5, 0.6]))
     with pytest.raises(ValueError, match="per-replication"):
-        compare(EfficiencyEstimate(0.5, 0.01, "simulation"), _vec([0.5, 0.6]))
+        compare(Estimate(0.5, 0.01, "simulation"), _vec([0.5, 0.6]))
 
 
 def test_estimates_round_trip_through_json():
     v = _vec([0.1, 0.2, 0.3])
     back = estimate_from_dict(estimate_as_dict(v))
-    assert isinstance(back, VectorEstimate)
     np.testing.assert_array_equal(back.per_replication, v.per_replication)
-    e = EfficiencyEstimate(0.3, 0.0, "exact")
-    assert estimate_from_dict(estimate_as_dict(e)) == e
+    assert back.as_dict() == v.as_dict()
+    e = Estimate(0.3, 0.0, "exact")
+    back = estimate_from_dict(estimate_as_dict(e))
+    assert back.as_dict() == e.as_dict() and len(back.per_replication) == 0
 
 
 def test_best_model_is_replaced_only_by_a_significantly_better_one():
