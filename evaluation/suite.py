@@ -291,7 +291,7 @@ def load_suite(spec: str | Path | Mapping[str, Any]) -> SuiteDefinition:
         raise ValueError(
             f"suite: {str(spec)!r} is neither a shipped suite ({names}) nor an existing file"
         )
-    res = resources.files("scenarios").joinpath("suites", f"{spec}.yaml")
+    res = resources.files("scenarios").joinpath("suites").joinpath(f"{spec}.yaml")
     with resources.as_file(res) as p:
         return parse_suite(load_mapping_file(p), f"scenarios/suites/{spec}.yaml")
 
