@@ -205,6 +205,15 @@ class Args:
         default=1, metadata={"help": "torch CPU threads (small MLPs: 1 is fastest)"}
     )
     verbose: int = field(default=0, metadata={"help": "0 quiet, 1 the evaluations (sb3: tables)"})
+    # ---- training to an SLO (lean; scenarios with slo: {mean_response_time: D}) -----------------
+    slo_step: float = field(
+        default=-1.0,
+        metadata={
+            "help": "lean, a scenario with an SLO: step size of the dual ascent on the reward's "
+            "multiplier beta between rollouts, in units of beta per relative violation of D "
+            "(-1: 1/D, beta's own default; 0: beta held at 1/D)"
+        },
+    )
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Args)}
