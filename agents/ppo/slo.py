@@ -73,7 +73,9 @@ class DualAscent:
 
     def __init__(self, venv: Any, config: FarmConfig, step: float):
         self.venv, self.slo = venv, float(config.slo.mean_response_time)
-        self.step = default_multiplier(config) if step < 0 else float(step)
+        if not (step == -1 or (math.isfinite(step) and step >= 0)):
+            raise ValueError(f"--slo-step: must be -1 (the default, 1/D) or >= 0, got {step}")
+        self.step = default_multiplier(config) if step == -1 else float(step)
         self.history: list[tuple[int, float, float]] = []
         venv.slo_multiplier = default_multiplier(config)
 
