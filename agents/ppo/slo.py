@@ -32,6 +32,7 @@ import torch
 from agents.ppo.losses import masked_logits
 from baselines.aggregated import AggregatedSpace, aggregated_efficiency, aggregated_response_time
 from baselines.ctmc import GeneratorSolver
+from baselines.registry import make_policy
 from envs.config import FarmConfig
 from envs.observation import encode_occupancy
 from envs.slo import default_multiplier, update_multiplier
@@ -183,10 +184,12 @@ class SLOSelector:
         return False
 
 
-def slo_teacher(config: FarmConfig, space: AggregatedSpace | None) -> str:
-    """The start that meets the SLO: the exact constrained optimum (``slo-optimal``, a
-    randomised policy) where the chain is solved, else the searched mix of two orders."""
-    return "slo-optimal" if space is not None else "slo-mix"
+def slo_teacher(trainer: Any, space: AggregatedSpace | None, seed: int) -> Any:
+    """The start that meets the SLO, in the network's action mode: the exact constrained
+    optimum (``slo-optimal``, a randomised policy) where the chain is solved, else the searched
+    mix of two orders (``slo-mix``); its draws seeded by ``seed`` (the clone is reproducible)."""
+    name = "slo-optimal" if space is not None else "slo-mix"
+    return make_policy(name, trainer.config, trainer.cfg.action_mode, seed=seed)
 
 
 @dataclass

@@ -207,7 +207,7 @@ def _warm_start(run: LeanRun) -> None:
     if a.init != "random":
         t0 = time.process_time()
         if run.slo is not None:  # a start that meets the SLO (PAS misses it)
-            teacher = trainer.teacher(slo_training.slo_teacher(config, run.slo.space))
+            teacher = slo_training.slo_teacher(trainer, run.slo.space, seed=a.seed)
         elif a.init == "best-priority" and not run.exact:  # the stronger of it and PAS
             teacher, line = strongest_start(a, config, trainer, run.evaluator)
             print(line)
@@ -332,12 +332,12 @@ def _learn(run: LeanRun) -> None:
             run.writer.add_scalar("rollout/efficiency", h["efficiency"], steps)
             for k in ("policy", "value", "entropy", "approx_kl", "clip_fraction", "lr", "rho"):
                 run.writer.add_scalar(f"train/{k}", h[k], steps)
+        if run.slo is not None and run.slo.dual is not None and t.history:  # the next rollout's
+            run.slo.dual.after_rollout(steps, t.history[-1]["mean_response_time"])
         if a.eval_freq > 0 and steps - run.last_eval >= a.eval_freq:
             _evaluate(run)
         if a.checkpoint_freq > 0 and steps - run.last_ckpt >= a.checkpoint_freq:
             _checkpoint(run)
-        if run.slo is not None and run.slo.dual is not None and t.history:
-            run.slo.dual.after_rollout(steps, t.history[-1]["mean_response_time"])
         snap.take(t)
         if bar is not None:
             bar.update(steps)
