@@ -25,6 +25,7 @@ __all__ = ["PRESETS", "load_preset", "load_scenario", "random_farm"]
 #: preset name -> one-line description
 PRESETS: dict[str, str] = {
     "tiny": "4 servers, 2 groups, 2 job types; exact optimum known",
+    "tiny-slo": "tiny under the SLO E[T] <= 0.9; exact SLO-constrained optimum known",
     "small-1": "5 servers, 3 groups, 3 job types (random farm); exact optimum known",
     "small-2": "4 servers, 3 groups, 1 job type (random farm); exact optimum known",
     "small-3": "2 servers, 2 groups, 3 job types (random farm); exact optimum known",

@@ -118,6 +118,12 @@ class LeanArgs(CommonArgs):
         "the same spaces), evaluate on the farm itself; 1: train on the farm (large farms train "
         "on a twin of ~120 decisions per duration)"
     )
+    slo_step: float = _opt(
+        -1.0,
+        "a scenario with an SLO: step size of the dual ascent on the reward's multiplier beta "
+        "between rollouts, in units of beta per relative violation of D (-1: 1/D, beta's own "
+        "default; 0: beta held at 1/D)",
+    )
     init: str = _derived(
         "the policy cloned before PPO starts: 'pas' (PAS's decisions), 'best-priority' (the "
         "best static priority table, searched against the farm first), 'generalist' (the "

@@ -92,8 +92,9 @@ SB3_UNUSED = {"vec_env": "dummy", "reward": "env", "normalize_reward": False, "e
 #: output per server); the first four are refused at any other value, ``pas_confidence`` is
 #: ignored and a ``train_scale`` above 1 refused by its own check
 LEAN_UNUSED = {"init": "random", "advantage": "discounted", "server_network": "mlp",
-               "objective": "energy", "pas_confidence": 0.2, "train_scale": 1}  # fmt: skip
-_LEAN_REFUSED = ("init", "advantage", "server_network", "objective")
+               "objective": "energy", "pas_confidence": 0.2, "train_scale": 1,
+               "slo_step": -1.0}  # fmt: skip
+_LEAN_REFUSED = ("init", "advantage", "server_network", "objective", "slo_step")
 #: the choices of the string options
 CHOICES = {
     "server_network": ("tied", "mlp"), "objective": ("energy", "cost"),
@@ -200,6 +201,14 @@ def check_args(a: Any, config: FarmConfig | None = None) -> Any:
     if a.eval_replications < 2 and not a.eval_exact:
         raise ValueError("--eval-replications: at least 2 are needed for a confidence interval")
     _check_route(a)
+    slo_step = getattr(a, "slo_step", -1.0)
+    if slo_step != -1.0 and not (math.isfinite(slo_step) and slo_step >= 0):
+        raise ValueError(f"--slo-step: must be -1 (the default, 1/D) or >= 0, got {slo_step}")
+    if slo_step != -1.0 and config is not None and config.slo is None:
+        raise ValueError(
+            f"--slo-step {slo_step}: the scenario has no slo: {{mean_response_time: D}}, so "
+            "there is no multiplier to update; drop the option or give the farm an SLO"
+        )
     return a
 
 

@@ -55,6 +55,7 @@ from agents.ppo.config import LARGE_FARM_EPOCHS_PER_DURATION, LeanPPOConfig, aut
 from agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
 from baselines.registry import make_policy
 from envs.config import FarmConfig, farm_from_dict
+from envs.kernels import X_JOBAREA
 from envs.scenarios import load_scenario
 from envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
 from evaluation.harness import epochs_per_duration
@@ -166,9 +167,11 @@ class LeanPPO:
             self._start()
         venv, T = self.venv, self.cfg.n_steps
         obs = torch.from_numpy(self._obs)
-        work = energy = 0.0
+        work = energy = area = 0.0
+        accepted = 0
         for t in range(T):
             mask = torch.from_numpy(venv.action_masks())
+            accepted += int(mask.any(-1).sum())  # an arrival with a vacancy is admitted
             with torch.no_grad():
                 logits, v = self.forward(obs)
                 lp = torch.log_softmax(masked_logits(logits, mask), -1)
@@ -187,13 +190,19 @@ class LeanPPO:
             buf["rewards"][t] = torch.from_numpy(r.astype(np.float32))
             work += float(info["work"].sum())
             energy += float(info["energy"].sum())
+            # the step's time integral of N (the SLO's reward term; no info key carries it)
+            area += float(venv._out[:, X_JOBAREA].sum())
             obs = torch.from_numpy(o)
         self._obs = obs.numpy()
         with torch.no_grad():
             _, last_v = self.forward(obs)
         buf["last_value"] = last_v
         self.num_timesteps += T * self.cfg.n_envs
-        return {"efficiency": work / energy if energy > 0 else float("nan")}
+        return {
+            "efficiency": work / energy if energy > 0 else float("nan"),
+            # Little's law over the rollout: the dual ascent's measured E[T]
+            "mean_response_time": area / accepted if accepted > 0 else float("nan"),
+        }
 
     def update(self, buf: dict[str, torch.Tensor], progress_remaining: float) -> dict[str, float]:
         cfg = self.cfg

@@ -1,22 +1,21 @@
 """train.py's default trainer: the lean masked PPO (``agents.ppo.algorithm``) with the run directory,
 evaluations, best-model selection, checkpoints, resume and Ctrl-C of ``train.py``.
 
-One job (:func:`train_lean`):
+One job (:func:`train_lean`), in three steps sharing a :class:`LeanRun`:
 
-1. a new run builds the trainer and, with ``init="pas"``, fits the policy to PAS's decisions
-   (``LeanPPO.clone_pas``) and checkpoints it at step 0; ``resume`` loads the newest checkpoint
-   that loads (a damaged one is skipped with a warning);
-2. the policy is evaluated at step 0, then every ``eval_freq`` steps and at the end, exactly
-   where the per-server chain is small, else in the vector env with fixed seeds, paired with PAS
-   on the same seeds (``evaluation.paired``); ``best_model.zip`` is replaced only by a model that
-   is better than it (exact, or the paired 95% interval above 0);
-3. the best and the final model are measured once more, on fresh seeds, next to PAS on the
-   same seeds: the summary says whether PPO beats PAS significantly, is not significantly
-   different, or is below.
+1. :func:`_build`: the trainer, resumed from the newest checkpoint that loads (``_resume``) or
+   new and fitted to its ``--init`` teacher (``_warm_start``: the clone, checkpointed at step 0);
+2. :func:`_learn`: rollouts and updates; the policy is evaluated at step 0, every ``eval_freq``
+   steps and at the end, exactly where the per-server chain is small, else in the vector env
+   with fixed seeds, paired with PAS (``evaluation.paired``); ``best_model.zip`` is
+   replaced only by a better model (exact, or the paired 95% interval above 0);
+3. :func:`_verdict`: the best and the final model measured once more, on fresh seeds, next to
+   PAS on the same seeds; the summary says whether PPO beats PAS significantly, is not
+   significantly different, or is below.
 
-The run directory has the layout of the SB3 trainer's (docs/training.md): ``args.json``,
-``references.json``, ``evaluations.jsonl``, ``checkpoints/``, ``tb/``, ``best_model.zip``,
-``final_model.zip`` (each with its sidecar for ``agents.ppo.PPOAgent.load``), ``summary.json``.
+A farm with an SLO trains to it (``agents.ppo.slo``): Lagrangian reward with dual ascent, a
+start that meets the SLO, and the kept model the most efficient one that meets it.
+The run directory has the layout of the SB3 trainer's (docs/training.md).
 """
 
 from __future__ import annotations
@@ -28,20 +27,20 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from agents.common.artefacts import read_json_object, read_model_sidecar
-from agents.common.checkpoints import (
-    TrainingDiverged,
-    read_evaluations,
-)
+from agents.common.checkpoints import TrainingDiverged, read_evaluations
 from agents.common.farm_settings import policy_warmup
 from agents.common.run_dir import write_run_args
+from agents.ppo import slo as slo_training
 from agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
 from agents.ppo.algorithm import numpy_predictor
+from agents.ppo.start import plain_estimate, provenance, run_references, strongest_start
 from agents.ppo.trainer import (
     LeanTrainer,
     ProgressBar,
@@ -52,9 +51,6 @@ from agents.ppo.trainer import (
     network_mode,
     prune_checkpoints,
 )
-from baselines.best_priority import BestPriorityPolicy
-from baselines.priority import PriorityPolicy
-from baselines.registry import make_policy
 from envs.config import FarmConfig
 from envs.symmetry import GroupView
 from evaluation.exact import exact_solvable
@@ -68,7 +64,6 @@ from evaluation.paired import (
     estimate_from_dict,
 )
 from evaluation.provenance import versions
-from evaluation.references import reference_values
 from evaluation.stats import gaps
 
 __all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
@@ -76,83 +71,81 @@ __all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
 START_MODEL = "start_model.zip"  # the clone (or random start) before PPO, kept for the confirmation
 
 
-def _strongest_start(
-    a: Any, config: FarmConfig, trainer: LeanTrainer, evaluator: PairedEvaluator
-) -> tuple[Any, str]:
-    """(teacher, line): the policy to clone on a simulated farm with ``init="best-priority"``:
-    the searched table, PAS, or (cost objective) price-aware PAS, whichever measures best on
-    the evaluator's seeds, paired with PAS. Why: the search measures energy efficiency on its
-    own sample path, so on another objective, or by chance, its table can start a run below
-    PAS, and the kept model never falls below the start. The table searched on a twin is
-    measured on the farm itself (the same groups and levels)."""
-    names = ["best-priority", "pas"] + (["pas-price"] if a.objective == "cost" else [])
-    # the table is searched on the objective the run measures (a table that is good in energy
-    # can be worse than PAS in energy cost, when prices vary across groups and hours)
-    searched = BestPriorityPolicy(
-        trainer.config, trainer.cfg.action_mode, search_objective=a.objective
-    )
-    teachers = {n: trainer.teacher(searched if n == "best-priority" else n) for n in names}
-    pas_est, scores = evaluator.pas, {}
-    for n, t in teachers.items():
-        if n == "pas":
-            scores[n] = 0.0
-            continue
-        on_farm = t
-        if trainer.config is not config:  # a twin's policy, measured on the farm itself
-            # the twin's searched table; a fixed rule (price-aware PAS, which may follow the
-            # interval and then has no single table) is built for the farm itself
-            on_farm = (
-                PriorityPolicy(config, evaluator.action_mode, table=t.priority_table())
-                if n == "best-priority"
-                else make_policy(n, config, evaluator.action_mode)
-            )
-        scores[n] = compare(evaluator.measure(on_farm), pas_est).gap_pct
-    best = max(names, key=lambda n: (scores[n], n == "pas"))  # ties: PAS
-    line = ", ".join(f"{n} {scores[n]:+.3f}%" for n in names if n != "pas")
-    return teachers[best], (
-        f"start: measured against PAS (paired, {evaluator.replications} replications): {line}; "
-        f"cloning {best}"
-    )
+@dataclass
+class LeanRun:
+    """The state of one lean run, shared by its steps (:func:`train_lean`): what the build sets
+    up once and what learning changes (the history, the last evaluation and checkpoint)."""
 
+    a: Any  # train.py's resolved arguments
+    config: FarmConfig
+    out: Path
+    side: dict[str, Any]  # every saved model's sidecar entries
+    view: GroupView | None  # a tied network's server view (None: the network acts itself)
+    exact: bool
+    warm: int  # unmeasured policy epochs of each simulated replication
+    evaluator: PairedEvaluator
+    end: int  # the run's last step (whole rollouts)
+    trainer: LeanTrainer | None = None
+    start: int = 0  # the step the run (or this resume) starts at
+    resumed: bool = False
+    started_from: str | None = "random"
+    refs: References | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    selector: BestModelSelector | None = None
+    writer: Any = None  # the TensorBoard writer (None: off)
+    last_eval: int = -1
+    last_ckpt: int = 0
+    learn_s: float = 0.0
+    learn_cpu_s: float = 0.0
+    slo: slo_training.SLORun | None = None  # training to the farm's SLO (agents.ppo.slo)
 
-def _references(config: FarmConfig, pas: Estimate, objective: str) -> References:
-    if objective != "energy":  # the optimum and the bound are of jobs per unit energy
-        why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
-        return References(pas, None, why, None, why)
-    refs = reference_values(config, compute_optimum=True)
-    opt, bound = refs["optimum"], refs["upper_bound"]
-    return References(
-        pas,
-        None if opt is None else float(opt["efficiency"]),
-        f"not computable ({refs['optimum_reason']})" if opt is None else f"exact ({opt['source']})",
-        None if bound is None else float(bound["efficiency"]),
-        bound["source"] if bound is not None else f"not computable: {refs['upper_bound_reason']}",
-    )
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out / "checkpoints"
 
+    @property
+    def best_path(self) -> Path:
+        return self.out / "best_model.zip"
 
-def _plain(est: Estimate) -> Estimate:
-    return Estimate(est.efficiency, est.ci95, est.method, est.epochs, est.replications)
+    @property
+    def eval_log(self) -> Path:
+        return self.out / "evaluations.jsonl"
+
+    @property
+    def model(self) -> LeanTrainer:
+        if self.trainer is None:  # the build always sets one
+            raise RuntimeError("the run has no trainer yet")
+        return self.trainer
 
 
 def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume, ``a.resume``) one lean training job described by train.py's resolved
-    arguments ``a``; returns the summary written to ``summary.json``. ``derived`` (the derived
-    settings and their reasons) is stored in the summary.
+    arguments ``a`` (build, learn with evaluation, verdict: the module doc); returns the summary
+    written to ``summary.json``, which stores ``derived`` (the derived settings, their reasons).
 
     Raises:
         ValueError: a resume to fewer timesteps than its checkpoint, or no loadable checkpoint.
         SystemExit(130): after Ctrl-C inside training (a checkpoint is saved first).
     """
+    run = _build(a, config)
+    _learn(run)
+    summary = _verdict(run, derived)
+    if run.slo is not None:
+        print(slo_training.describe_slo(summary["slo"]))
+    return summary
+
+
+def _build(a: Any, config: FarmConfig) -> LeanRun:
+    """The run's directories, evaluator and trainer (the newest checkpoint on ``--resume``,
+    else a new one and its warm start), its references and its evaluation log so far."""
     torch.set_num_threads(max(1, a.torch_threads))
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ckpt_dir = out / "checkpoints"
-    ckpt_dir.mkdir(exist_ok=True)
+    (out / "checkpoints").mkdir(exist_ok=True)
     # every saved model serves train.py's action mode (a tied network acts on servers)
     # ... and the farm itself, also when training on its scaled-down twin (a.train_scale)
     side = {"train_args": dataclasses.asdict(a), "action_mode": a.action_mode, "config": config}
     net_mode = network_mode(a)
-    view = GroupView(config) if net_mode != a.action_mode else None
     # the exact solver measures energy efficiency: another objective is simulated
     exact = bool(a.eval_exact) and exact_solvable(config) and a.objective == "energy"
     warm = policy_warmup(config)
@@ -164,230 +157,286 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
         seed=1_000_000 + a.seed * 1000, warmup_epochs=a.warmup_epochs, policy_warmup=warm,
         objective=a.objective,
     )  # fmt: skip
-    loaded = load_newest(ckpt_dir, a) if a.resume else None
-    if a.resume and loaded is None:
-        print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
     per = a.n_steps * a.n_envs
     # training runs whole rollouts: a run ends at the total rounded up to them, and a
     # checkpoint at that step (a run interrupted in its final evaluation) finishes the run
     end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
-    if loaded is not None:
-        trainer, ckpt, start = loaded
-        if start > end:
-            raise ValueError(
-                f"--resume: --total-timesteps {a.total_timesteps:,} is below the {start:,} "
-                f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
-                f"of {per:,} steps: {end:,}); a run cannot be shortened (its result is in "
-                "summary.json): give a larger total to train on"
-            )
-        print(f"resuming {out} from {ckpt.name} ({start} timesteps)")
-        # the first run's start, which its checkpoints' sidecars keep
-        started_from = json.loads(sidecar_path(ckpt).read_text()).get("started_from")
-        side["started_from"] = started_from
-    else:
-        started_from = "random"
-        twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
-        trainer, start = LeanTrainer(twin, lean_config(a)), 0
-        if a.init != "random":
-            t0 = time.process_time()
-            if a.init == "best-priority" and not exact:  # the stronger of it and PAS
-                teacher, line = _strongest_start(a, config, trainer, evaluator)
-                print(line)
-            else:  # PAS, or a searched / pretrained policy
-                teacher = trainer.teacher(a.init)
-            # a few thousand decisions per env cover the states the teacher visits; on a
-            # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
-            # interval: a clone fitted on part of the cycle imitates the teacher only there)
-            clone_steps = 16_384
-            if trainer.config.is_time_varying:
-                clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
-            clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
-                                      teacher=teacher)  # fmt: skip
-            scale = trainer.soften(a.pas_confidence, teacher=teacher)
-            started_from = str(getattr(teacher, "name", a.init))
-            print(f"init: {started_from} clone, accuracy {clone['accuracy']:.4f} on "
-                  f"{clone['samples']:,} decisions; logits scaled by {scale:.3g}: its "
-                  f"action sampled {a.pas_confidence:g} of the way from uniform to certain "
-                  f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
-        side["started_from"] = started_from  # every model's sidecar names its start
-        trainer.save(checkpoint_path(ckpt_dir, 0), **side)
-        trainer.save(out / START_MODEL, **side)  # the start, for the confirmation (below)
-    trainer.schedule_total = end
+    run = LeanRun(a, config, out, side, GroupView(config) if net_mode != a.action_mode else None,
+                  exact, warm, evaluator, end)  # fmt: skip
+    if config.slo is not None and a.objective == "energy":
+        run.slo = slo_training.SLORun(slo_training.exact_space(config, net_mode))
+    if not (a.resume and _resume(run)):
+        _warm_start(run)
+    if run.slo is not None:
+        run.slo.dual = slo_training.DualAscent(run.model.venv, config, getattr(a, "slo_step", -1))
+    run.model.schedule_total = end
     write_run_args(out, a, config)
+    _open_log(run)
+    return run
 
+
+def _resume(run: LeanRun) -> bool:
+    """Load the newest checkpoint that loads into ``run``; False when there is none."""
+    a, ckpt_dir = run.a, run.ckpt_dir
+    loaded = load_newest(ckpt_dir, a)
+    if loaded is None:
+        print(f"--resume: no checkpoint in {ckpt_dir}; starting a new run", file=sys.stderr)
+        return False
+    run.trainer, ckpt, run.start = loaded
+    if run.start > run.end:
+        raise ValueError(
+            f"--resume: --total-timesteps {a.total_timesteps:,} is below the {run.start:,} "
+            f"timesteps of the run's checkpoint {ckpt} (even rounded up to whole rollouts "
+            f"of {a.n_steps * a.n_envs:,} steps: {run.end:,}); a run cannot be shortened (its "
+            "result is in summary.json): give a larger total to train on"
+        )
+    print(f"resuming {run.out} from {ckpt.name} ({run.start} timesteps)")
+    # the first run's start, which its checkpoints' sidecars keep
+    run.started_from = json.loads(sidecar_path(ckpt).read_text()).get("started_from")
+    run.side["started_from"] = run.started_from
+    run.resumed = True
+    return True
+
+
+def _warm_start(run: LeanRun) -> None:
+    """A new trainer, fitted to ``--init``'s teacher (the clone, its logits softened) unless
+    ``--init random``; saved as the checkpoint at step 0 and as the start model."""
+    a, config = run.a, run.config
+    twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
+    trainer = run.trainer = LeanTrainer(twin, lean_config(a))
+    if a.init != "random":
+        t0 = time.process_time()
+        if run.slo is not None:  # a start that meets the SLO (PAS misses it)
+            teacher = slo_training.slo_teacher(trainer, run.slo.space, seed=a.seed)
+        elif a.init == "best-priority" and not run.exact:  # the stronger of it and PAS
+            teacher, line = strongest_start(a, config, trainer, run.evaluator)
+            print(line)
+        else:  # PAS, or a searched / pretrained policy
+            teacher = trainer.teacher(a.init)
+        # a few thousand decisions per env cover the states the teacher visits; on a
+        # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
+        # interval: a clone fitted on part of the cycle imitates the teacher only there)
+        clone_steps = 16_384
+        if trainer.config.is_time_varying:
+            clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
+        # a randomised teacher is cloned by its action probabilities: no label smoothing, no
+        # softening (either would change the probabilities, so the E[T] of the start)
+        clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
+                                  teacher=teacher,
+                                  smoothing=0.0 if run.slo is not None else None)  # fmt: skip
+        soft = "its probabilities kept (a randomised teacher)"
+        if run.slo is None:
+            scale = trainer.soften(a.pas_confidence, teacher=teacher)
+            soft = (f"logits scaled by {scale:.3g}: its action sampled {a.pas_confidence:g} of "
+                    "the way from uniform to certain")  # fmt: skip
+        run.started_from = str(getattr(teacher, "name", a.init))
+        print(f"init: {run.started_from} clone, accuracy {clone['accuracy']:.4f} on "
+              f"{clone['samples']:,} decisions; {soft} "
+              f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
+    run.side["started_from"] = run.started_from  # every model's sidecar names its start
+    trainer.save(checkpoint_path(run.ckpt_dir, 0), **run.side)
+    trainer.save(run.out / START_MODEL, **run.side)  # the start, for the confirmation (below)
+
+
+def _open_log(run: LeanRun) -> None:
+    """The references (computed once per run directory), the evaluation log up to the start
+    (later entries, from past a resumed checkpoint, move to ``evaluations_superseded.jsonl``),
+    the best model so far and the TensorBoard writer."""
+    a, out = run.a, run.out
     ref_file = out / "references.json"
     if ref_file.exists():
-        refs = References.from_dict(read_json_object(ref_file, "a references file"))
+        run.refs = References.from_dict(read_json_object(ref_file, "a references file"))
     else:
-        refs = _references(config, _plain(evaluator.pas), a.objective)
-        atomic_write_json(ref_file, refs.as_dict())
-
-    best_path, eval_log = out / "best_model.zip", out / "evaluations.jsonl"
-    history = read_evaluations(eval_log) if loaded is not None else []
-    superseded = [h for h in history if h["timesteps"] > start]
-    history = [h for h in history if h["timesteps"] <= start]
+        run.refs = run_references(run.config, plain_estimate(run.evaluator.pas), a.objective)
+        atomic_write_json(ref_file, run.refs.as_dict())
+    history = read_evaluations(run.eval_log) if run.resumed else []
+    superseded = [h for h in history if h["timesteps"] > run.start]
+    run.history = [h for h in history if h["timesteps"] <= run.start]
     if superseded:
         with open(out / "evaluations_superseded.jsonl", "a") as f:
             f.write("".join(json.dumps(h) + "\n" for h in superseded))
-    _rewrite(eval_log, history)
+    _rewrite(run.eval_log, run.history)
     best = None
-    if loaded is not None and best_path.exists():
-        saved = read_model_sidecar(best_path).get("eval_estimate")
+    if run.resumed and run.best_path.exists():
+        saved = read_model_sidecar(run.best_path).get("eval_estimate")
         best = estimate_from_dict(saved) if saved else None
-    selector = BestModelSelector(evaluator, best)
-
-    writer = None
+    run.selector = BestModelSelector(run.evaluator, best)
+    if run.slo is not None:  # the kept model's SLO measure and beta, from the log
+        run.slo.resume(run.history)
     if a.tensorboard:
         from torch.utils.tensorboard import SummaryWriter
 
-        writer = SummaryWriter(str(out / "tb" / "lean_1"))
-    state = {"last_eval": history[-1]["timesteps"] if history else -1,
-             "last_ckpt": start}  # fmt: skip
+        run.writer = SummaryWriter(str(out / "tb" / "lean_1"))
+    run.last_eval = run.history[-1]["timesteps"] if run.history else -1
+    run.last_ckpt = run.start
 
-    def evaluate() -> None:
-        t0 = time.perf_counter()
-        est = evaluator.measure(numpy_predictor(trainer.policy))
-        replaced, vs_pas, vs_best = selector.consider(est)
-        steps = int(trainer.num_timesteps)
-        entry = {
-            "timesteps": steps, "efficiency": est.efficiency, "ci95": est.ci95,
-            "method": est.method, **gaps(est.efficiency, refs.pas.efficiency, refs.optimum,
-                                         refs.upper_bound),
-            "vs_pas": vs_pas.as_dict(), "vs_best": None if vs_best is None else vs_best.as_dict(),
-            "replaced_best": replaced, "wall_s": time.perf_counter() - t0,
-        }  # fmt: skip
-        if replaced:
-            trainer.save(best_path, eval_efficiency=est.efficiency,
-                         eval_estimate=estimate_as_dict(est), **side)  # fmt: skip
-        history.append(entry)
-        with open(eval_log, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-        state["last_eval"] = steps
-        if writer is not None:
-            writer.add_scalar("eval/efficiency", est.efficiency, steps)
-            writer.add_scalar("eval/paired_gap_to_pas_pct", vs_pas.gap_pct, steps)
-            for key in ("gap_to_optimum_pct", "gap_to_bound_pct"):
-                if entry[key] is not None:
-                    writer.add_scalar(f"eval/{key}", entry[key], steps)
-        if a.verbose:
-            print(f"eval @ {steps:,}: {est.efficiency:.6f}, vs PAS {vs_pas.describe()}"
-                  + (" (new best)" if replaced else ""))  # fmt: skip
 
-    def checkpoint() -> None:
-        steps = int(trainer.num_timesteps)
-        trainer.save(checkpoint_path(ckpt_dir, steps), **side)
-        prune_checkpoints(ckpt_dir)
-        state["last_ckpt"] = steps
+def _evaluate(run: LeanRun) -> None:
+    """Measure the policy, offer it to the selector (``best_model.zip`` when it wins) and log
+    the evaluation (``evaluations.jsonl``, TensorBoard, ``--verbose``)."""
+    t0 = time.perf_counter()
+    trainer, refs, selector = run.model, run.refs, run.selector
+    assert refs is not None and selector is not None  # set by the build
+    est = run.evaluator.measure(numpy_predictor(trainer.policy))
+    replaced, vs_pas, vs_best = selector.consider(est)
+    slo_est = None
+    if run.slo is not None:  # kept: the most efficient sampling policy that meets the SLO
+        slo_est = slo_training.measure_slo(trainer, run.evaluator, run.slo.space)
+        replaced = run.slo.selector.consider(slo_est) or not run.best_path.exists()
+    steps = int(run.model.num_timesteps)
+    entry = {
+        "timesteps": steps, "efficiency": est.efficiency, "ci95": est.ci95,
+        "method": est.method, **gaps(est.efficiency, refs.pas.efficiency, refs.optimum,
+                                     refs.upper_bound),
+        "vs_pas": vs_pas.as_dict(), "vs_best": None if vs_best is None else vs_best.as_dict(),
+        "replaced_best": replaced, "wall_s": time.perf_counter() - t0,
+    } | ({} if run.slo is None else {"slo": run.slo.entry(slo_est)})  # fmt: skip
+    if replaced:
+        trainer.save(run.best_path, eval_efficiency=est.efficiency,
+                     eval_estimate=estimate_as_dict(est), **run.side)  # fmt: skip
+    run.history.append(entry)
+    with open(run.eval_log, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+    run.last_eval = steps
+    if run.writer is not None:
+        run.writer.add_scalar("eval/efficiency", est.efficiency, steps)
+        run.writer.add_scalar("eval/paired_gap_to_pas_pct", vs_pas.gap_pct, steps)
+        for key in ("gap_to_optimum_pct", "gap_to_bound_pct"):
+            if entry[key] is not None:
+                run.writer.add_scalar(f"eval/{key}", entry[key], steps)
+    if run.a.verbose:
+        print(f"eval @ {steps:,}: {est.efficiency:.6f}, vs PAS {vs_pas.describe()}"
+              + (" (new best)" if replaced else ""))  # fmt: skip
 
-    if state["last_eval"] < 0:
-        evaluate()
+
+def _checkpoint(run: LeanRun) -> None:
+    run.model.save(checkpoint_path(run.ckpt_dir, int(run.model.num_timesteps)), **run.side)
+    prune_checkpoints(run.ckpt_dir)
+    run.last_ckpt = int(run.model.num_timesteps)
+
+
+def _learn(run: LeanRun) -> None:
+    """Rollouts and updates to the run's end, evaluating every ``eval_freq`` steps (and at step
+    0 and the end) and checkpointing every ``checkpoint_freq``; a diverged update or Ctrl-C
+    saves the latest finite snapshot first. Ends with the final model saved."""
+    a, trainer = run.a, run.model
+    if run.last_eval < 0:
+        _evaluate(run)
     snap = Snapshot(trainer)
-    bar = ProgressBar(start, end) if a.progress_bar else None
+    bar = ProgressBar(run.start, run.end) if a.progress_bar else None
 
     def callback(t: LeanTrainer) -> None:
         steps = int(t.num_timesteps)
-        if writer is not None and t.history:
+        if run.writer is not None and t.history:
             h = t.history[-1]
-            writer.add_scalar("rollout/efficiency", h["efficiency"], steps)
+            run.writer.add_scalar("rollout/efficiency", h["efficiency"], steps)
             for k in ("policy", "value", "entropy", "approx_kl", "clip_fraction", "lr", "rho"):
-                writer.add_scalar(f"train/{k}", h[k], steps)
-        if a.eval_freq > 0 and steps - state["last_eval"] >= a.eval_freq:
-            evaluate()
-        if a.checkpoint_freq > 0 and steps - state["last_ckpt"] >= a.checkpoint_freq:
-            checkpoint()
+                run.writer.add_scalar(f"train/{k}", h[k], steps)
+        if run.slo is not None and run.slo.dual is not None and t.history:  # the next rollout's
+            run.slo.dual.after_rollout(steps, t.history[-1]["mean_response_time"])
+        if a.eval_freq > 0 and steps - run.last_eval >= a.eval_freq:
+            _evaluate(run)
+        if a.checkpoint_freq > 0 and steps - run.last_ckpt >= a.checkpoint_freq:
+            _checkpoint(run)
         snap.take(t)
         if bar is not None:
             bar.update(steps)
 
     t_learn, cpu_learn = time.perf_counter(), time.process_time()
-    remaining = end - start
-    if remaining > 0:
+    if run.end > run.start:
         try:
-            trainer.learn(remaining, callback)
+            trainer.learn(run.end - run.start, callback)
         except (KeyboardInterrupt, TrainingDiverged) as err:
             if bar is not None:
                 bar.close()
-            # the snapshot of the latest update is finite (a diverged update raises first)
-            if snap.steps == start:
-                what = f"nothing trained since the checkpoint at {start:,} timesteps"
-            else:
-                snap.restore(trainer)
-                if state["last_ckpt"] != snap.steps:
-                    checkpoint()
-                what = f"saved checkpoint {checkpoint_path(ckpt_dir, snap.steps)} ({snap.steps:,} timesteps)"
-            if isinstance(err, TrainingDiverged):
-                raise TrainingDiverged(f"{err}; {what}, the last finite one") from None
-            again = f"continue with: python train.py --output-dir {out} --resume"
-            print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
-            raise SystemExit(130) from None
+            _stop(run, snap, err)
     if bar is not None:
         bar.close()
-    learn_s, learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
-    if state["last_eval"] != trainer.num_timesteps:
-        evaluate()
-    if state["last_ckpt"] != trainer.num_timesteps:
-        checkpoint()
-    final_path = trainer.save(out / "final_model.zip", **side)
-    if writer is not None:
-        writer.close()
+    run.learn_s, run.learn_cpu_s = time.perf_counter() - t_learn, time.process_time() - cpu_learn
+    if run.last_eval != trainer.num_timesteps:
+        _evaluate(run)
+    if run.last_ckpt != trainer.num_timesteps:
+        _checkpoint(run)
+    trainer.save(run.out / "final_model.zip", **run.side)
+    if run.writer is not None:
+        run.writer.close()
 
-    # the final verdict: exact, or best, final and PAS on fresh seeds (the selection's seeds
-    # favour the model picked on them)
+
+def _stop(run: LeanRun, snap: Snapshot, err: BaseException) -> NoReturn:
+    """After Ctrl-C or a diverged update: save the snapshot of the latest update (finite: a
+    diverged update raises first) unless it is the start, then re-raise (divergence) or exit
+    with 130 (Ctrl-C)."""
+    if snap.steps == run.start:
+        what = f"nothing trained since the checkpoint at {run.start:,} timesteps"
+    else:
+        snap.restore(run.model)
+        if run.last_ckpt != snap.steps:
+            _checkpoint(run)
+        path = checkpoint_path(run.ckpt_dir, snap.steps)
+        what = f"saved checkpoint {path} ({snap.steps:,} timesteps)"
+    if isinstance(err, TrainingDiverged):
+        raise TrainingDiverged(f"{err}; {what}, the last finite one") from None
+    again = f"continue with: python train.py --output-dir {run.out} --resume"
+    print(f"train.py: interrupted; {what}; {again}", file=sys.stderr)
+    raise SystemExit(130) from None
+
+
+def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
+    """The final verdict: exact, or best, final and PAS on fresh seeds (the selection's seeds
+    favour the model picked on them), after the confirmation against the start; the summary."""
+    a, config, out, exact, trainer = run.a, run.config, run.out, run.exact, run.model
+    best_path = run.best_path
     best_agent = PPOAgent.load(best_path)
     best_steps = int(best_agent.meta.get("timesteps", 0))
     confirmation = None
-    if not exact and best_steps > 0 and (out / START_MODEL).exists():
+    if not exact and run.slo is None and best_steps > 0 and (out / START_MODEL).exists():
         best_agent, best_steps, confirmation = _confirm_against_start(
-            a, config, out, best_path, best_agent, best_steps, warm
+            a, config, out, best_path, best_agent, best_steps, run.warm
         )
-    final_eval = _final_window(a, config, exact, warm, seed=2_000_000 + a.seed * 1000)
+    final_eval = _final_window(a, config, exact, run.warm, seed=2_000_000 + a.seed * 1000)
     est_best = final_eval.measure(best_agent.predictor())
     final_pred = numpy_predictor(trainer.policy)
-    est_final = final_eval.measure(final_pred if view is None else view.wrap(final_pred))
+    est_final = final_eval.measure(final_pred if run.view is None else run.view.wrap(final_pred))
     pas_final = final_eval.pas
+    refs = run.refs
+    assert refs is not None and run.selector is not None  # set by the build
     if not exact:  # the report's PAS is the one measured on the final seeds, paired
-        refs = dataclasses.replace(refs, pas=_plain(pas_final))
+        refs = dataclasses.replace(refs, pas=plain_estimate(pas_final))
     best_vs_pas, final_vs_pas = compare(est_best, pas_final), compare(est_final, pas_final)
 
     def report(est: Estimate, vs: PairedComparison) -> dict[str, Any]:
         g = gaps(est.efficiency, refs.pas.efficiency, refs.optimum, refs.upper_bound)
         if not exact:  # the paired gap is the one to read
             g["gap_to_pas_pct"] = vs.gap_pct
-        return _plain(est).as_dict() | g | {"vs_pas": vs.as_dict()}
+        return plain_estimate(est).as_dict() | g | {"vs_pas": vs.as_dict()}
 
-    summary = {
-        "trainer": "lean",
-        "scenario": config.name,
-        "scenario_spec": a.scenario,
-        "action_mode": a.action_mode,
-        "objective": a.objective,
-        "started_from": started_from,
-        "seed": a.seed,
-        "config": dataclasses.asdict(a),
-        "derived_settings": derived,
-        "versions": versions(),
+    slo = None if run.slo is None else slo_training.slo_summary(run.slo, run.history, best_steps)
+    return {
+        **({} if slo is None else {"slo": slo}),
+        "trainer": "lean", "scenario": config.name, "scenario_spec": a.scenario,
+        "action_mode": a.action_mode, "objective": a.objective,
+        "started_from": run.started_from, "seed": a.seed, "config": dataclasses.asdict(a),
+        "derived_settings": derived, "versions": versions(),
         "timesteps": int(trainer.num_timesteps),
-        "learn_wall_s": learn_s,
-        "learn_cpu_s": learn_cpu_s,
-        "resumed_from": start if loaded is not None else None,
+        "learn_wall_s": run.learn_s, "learn_cpu_s": run.learn_cpu_s,
+        "resumed_from": run.start if run.resumed else None,
         "references": refs.as_dict(),
         "best": {"timesteps": best_steps, "path": str(best_path), **report(est_best, best_vs_pas)},
         "confirmation": confirmation,
-        **_provenance(started_from, history, confirmation, best_steps, est_best),
-        "final": {"path": str(final_path), **report(est_final, final_vs_pas)},
+        **provenance(run.started_from, run.history, confirmation, best_steps, est_best),
+        "final": {"path": str(out / "final_model.zip"), **report(est_final, final_vs_pas)},
         "verdict": best_vs_pas.describe(),
-        "best_eval_efficiency": None if selector.best is None else selector.best.efficiency,
-        "n_evaluations": len(history),
+        "best_eval_efficiency": None if run.selector.best is None else run.selector.best.efficiency,
+        "n_evaluations": len(run.history),
         "gap_convention": "gap_to_pas_pct = 100 (ppo - pas) / pas (positive: PPO better; "
         "paired on common random numbers when simulated); gap_to_optimum_pct / "
         "gap_to_bound_pct = 100 (X - ppo) / X (shortfall)",
         "paths": {
             "run_dir": str(out),
             "tensorboard": str(out / "tb") if a.tensorboard else None,
-            "evaluations": str(eval_log),
+            "evaluations": str(run.eval_log),
         },
-    }
-    return summary
+    }  # fmt: skip
 
 
 def _final_window(a: Any, config: FarmConfig, exact: bool, warm: int, seed: int) -> PairedEvaluator:
@@ -442,36 +491,6 @@ def _confirm_against_start(
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
     return PPOAgent.load(best_path), 0, record
-
-
-def _provenance(
-    started_from: str | None,
-    history: list[dict[str, Any]],
-    confirmation: dict[str, Any] | None,
-    best_steps: int,
-    est_best: Estimate,
-) -> dict[str, Any]:
-    """The summary's ``start`` (the policy PPO started from: its teacher and its value) and
-    ``ppo_change`` (what PPO's updates changed: the kept model minus the start, exact, or
-    paired on the confirmation seeds; None when the start itself is kept). Why: a kept step-0
-    model is the teacher's clone, not a PPO result, and must not be reported as one."""
-    start: dict[str, Any] = {"teacher": started_from, "timesteps": 0}
-    if best_steps == 0:  # the start is the kept model: its value is the kept model's
-        start |= {"efficiency": est_best.efficiency, "ci95": est_best.ci95,
-                  "method": est_best.method,
-                  "measured_on": "exact" if est_best.method == "exact" else "final window"}  # fmt: skip
-        return {"start": start, "kept": "start", "ppo_change": None}
-    step0 = next((h for h in history if h["timesteps"] == 0), None)
-    if est_best.method == "exact" and step0 is not None:
-        start |= {"efficiency": step0["efficiency"], "ci95": 0.0, "method": "exact",
-                  "measured_on": "exact"}  # fmt: skip
-        change = compare(est_best, Estimate(step0["efficiency"], 0.0, "exact")).as_dict()
-    elif confirmation is not None:
-        start |= confirmation["start"] | {"measured_on": "confirmation seeds"}
-        change = confirmation["kept_vs_start"]
-    else:  # a run without its start model (written before it was kept)
-        change = {"method": "not measured"}
-    return {"start": start, "kept": "ppo", "ppo_change": change}
 
 
 def _rewrite(path: Path, entries: list[dict[str, Any]]) -> None:
