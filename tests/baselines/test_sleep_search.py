@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.sleep_chain import SleepSpace, evaluate_pas, evaluate_table, solve_optimum
 from baselines.sleep_search import best_static_order, heuristic_orders, priority_of
+from baselines.solvers.sleep_chain import SleepSpace, evaluate_pas, evaluate_table, solve_optimum
 from envs.config import farm_from_dict
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator

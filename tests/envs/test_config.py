@@ -15,7 +15,7 @@ import yaml
 
 from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict
 from envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
-from tests.helpers import random_scenario_dict
+from tests.helpers.farms import random_scenario_dict
 
 
 def base() -> dict[str, Any]:
@@ -587,7 +587,7 @@ def test_a_yaml_alias_bomb_in_any_field_is_refused_without_expanding_it(field, m
 
 
 def test_a_yaml_alias_bomb_in_a_geo_scenario_is_refused(tmp_path):
-    from envs.geo import geo_presets, load_geo_scenario
+    from envs.scenarios import geo_presets, load_geo_scenario
 
     d = load_geo_scenario(geo_presets()[0]).to_dict()
     for where, target in (("geo.description", d), ("clusters[0].name", d["clusters"][0])):

@@ -15,8 +15,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from scipy import linalg, stats
 
-from envs import kernels as kn
 from envs.config import ConfigError, FarmConfig, farm_from_dict
+from envs.kernels import layout
+from envs.kernels.sleep import sleep_rates
 from envs.observation import obs_size
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP, FarmSimulator, _sleep_table
@@ -260,11 +261,11 @@ def test_modes_and_rates_stay_consistent(policy: str) -> None:
             assert counts[k, 1] == int(np.sum(modes[mine] == MODE_SETUP))
         # the incremental rates equal a re-sum by mode
         fs = sim._fs.copy()
-        kn.sleep_rates(sim.occ, c.server_group, c.mu_table, c.power_table, c.prices[0],
+        sleep_rates(sim.occ, c.server_group, c.mu_table, c.power_table, c.prices[0],
                        sim._modes, _sleep_table(c), fs)  # fmt: skip
-        assert fs[kn.WRATE] == pytest.approx(sim._fs[kn.WRATE], abs=1e-9)
-        assert fs[kn.PRATE] == pytest.approx(sim._fs[kn.PRATE], abs=1e-9)
-        assert fs[kn.NJOBS] == sim.jobs_in_system == sim._fs[kn.NJOBS]
+        assert fs[layout.WRATE] == pytest.approx(sim._fs[layout.WRATE], abs=1e-9)
+        assert fs[layout.PRATE] == pytest.approx(sim._fs[layout.PRATE], abs=1e-9)
+        assert fs[layout.NJOBS] == sim.jobs_in_system == sim._fs[layout.NJOBS]
     assert seen == {MODE_ON, MODE_SETUP, MODE_OFF}
 
 

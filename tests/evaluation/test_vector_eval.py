@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.ctmc import evaluate_policy
 from baselines.pas import pas_table
 from baselines.registry import make_policy
+from baselines.solvers.ctmc import evaluate_policy
 from envs.scenarios import load_scenario
 from evaluation.vector_eval import as_predictor, builtin_efficiency, vector_efficiency
-from tests.helpers import ALPHA
+from tests.helpers.stats import ALPHA
 
 
 @pytest.mark.parametrize("mode", ["server", "group"])

@@ -22,7 +22,7 @@ from envs import ServerFarmEnv, load_scenario
 from evaluation.measure import exact_efficiency
 from evaluation.measure import simulated_efficiency as rollout_efficiency
 
-# exact efficiencies (baselines.ctmc / reference-farms.yaml), copied here on purpose
+# exact efficiencies (baselines.solvers.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369
 
 FAST = [

@@ -19,7 +19,7 @@ from envs import kernels as kn
 from envs.config import FarmConfig, farm_from_dict
 from envs.kernels import schema
 from envs.simulator import FarmSimulator
-from tests.helpers import pas_table
+from tests.helpers.farms import pas_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,6 +150,7 @@ _CALLEE_SCRIPT = textwrap.dedent(
     """
     import numba
     from envs import kernels as kn
+    from envs.kernels import layout
     from envs.config import farm_from_dict
     from envs.simulator import FarmSimulator
 
@@ -161,7 +162,7 @@ _CALLEE_SCRIPT = textwrap.dedent(
     sim = FarmSimulator(c, seed=0)  # an empty farm
     sim.next_epoch()  # packed_run: re-sums W (recompute_rates), stops at the first arrival
     hits = sum(kn.packed_run.stats.cache_hits.values())
-    print(float(sim._fs[kn.WRATE]), hits, numba.config.CACHE_DIR, kn.packed_run._cache._cache_path,
+    print(float(sim._fs[layout.WRATE]), hits, numba.config.CACHE_DIR, kn.packed_run._cache._cache_path,
           sep="|")
     """
 )

@@ -1,4 +1,4 @@
-"""The exact right-sizing chains (baselines.sleep_chain) against closed forms, brute force,
+"""The exact right-sizing chains (baselines.solvers.sleep_chain) against closed forms, brute force,
 an independent per-server CTMC (tests/envs/test_sleep.py) and the simulator (tolerances from
 Student-t intervals over replications at 99.9%, fixed seeds)."""
 
@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from baselines.sleep_chain import (
+from baselines.solvers.sleep_chain import (
     OFF,
     SETUP,
     SleepSpace,
