@@ -2,9 +2,9 @@
 
 The scenario's ``slo: {mean_response_time: D}`` (``envs.config.SLOConfig``) bounds the long-run
 mean response time of admitted jobs. By Little's law ``E[T] = E[N] / E[admitted rate]``, so on the
-aggregated chain of :mod:`baselines.solvers.aggregated` (exponential sizes, small farms) the constraint is
-``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and homogeneous,
-so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
+aggregated chain of :mod:`baselines.solvers.aggregated` (exponential sizes, small farms) the
+constraint is ``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and
+homogeneous, so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
 :func:`baselines.solvers.optimum.solve_lp` plus one inequality row::
 
     max  sum_m W(m) z(m)

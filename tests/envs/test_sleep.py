@@ -262,7 +262,7 @@ def test_modes_and_rates_stay_consistent(policy: str) -> None:
         # the incremental rates equal a re-sum by mode
         fs = sim._fs.copy()
         sleep_rates(sim.occ, c.server_group, c.mu_table, c.power_table, c.prices[0],
-                       sim._modes, _sleep_table(c), fs)  # fmt: skip
+                    sim._modes, _sleep_table(c), fs)  # fmt: skip
         assert fs[layout.WRATE] == pytest.approx(sim._fs[layout.WRATE], abs=1e-9)
         assert fs[layout.PRATE] == pytest.approx(sim._fs[layout.PRATE], abs=1e-9)
         assert fs[layout.NJOBS] == sim.jobs_in_system == sim._fs[layout.NJOBS]

@@ -93,8 +93,8 @@ def check_sim_invariants(sim: FarmSimulator) -> None:
 
 
 def _tree_members(sets: np.ndarray, base: int, lvoff: np.ndarray, nlev: int, r: int) -> np.ndarray:
-    """Local indices in a bitset tree of ``envs.kernels.level_sets`` after checking that every word above
-    the leaves has exactly the bits of the non-empty words below it."""
+    """Local indices in a bitset tree (``envs.kernels.level_sets``) after checking that every word
+    above the leaves has exactly the bits of the non-empty words below it."""
     n = [-(-r // 64)]
     while n[-1] > 1:
         n.append(-(-n[-1] // 64))

@@ -99,7 +99,8 @@ def assert_within_ci(estimate: tuple[float, float], exact: float, what: str) -> 
     est, half = estimate
     assert abs(est - exact) <= half, (
         f"{what}: simulated {est:.6g} +- {half:.3g} (CI, alpha={ALPHA}) "
-        f"does not contain the exact value {exact:.6g} (off by {abs(est - exact) / max(half, 1e-300):.2f} half-widths)"
+        f"does not contain the exact value {exact:.6g} "
+        f"(off by {abs(est - exact) / max(half, 1e-300):.2f} half-widths)"
     )
 
 

@@ -1,4 +1,5 @@
-"""The relaxation bound (baselines/solvers/bounds.py) is an upper bound on every admissible policy."""
+"""The relaxation bound (baselines/solvers/bounds.py) is an upper bound on every admissible
+policy."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Exact optimum on the aggregated chain (baselines/solvers/optimum.py): LP, policy iteration, brute force,
-size refusal, and the OptimalPolicy decoder."""
+"""Exact optimum on the aggregated chain (baselines/solvers/optimum.py): LP, policy iteration,
+brute force, size refusal, and the OptimalPolicy decoder (baselines/optimal.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PDR optimiser (baselines/solvers/pdr.py): hand-solved instances, constraints, frontier, monotonicity."""
+"""PDR optimiser (baselines/solvers/pdr.py): hand-solved instances, constraints, frontier,
+monotonicity."""
 
 from __future__ import annotations
 

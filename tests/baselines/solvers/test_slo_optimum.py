@@ -1,4 +1,5 @@
-"""The SLO-constrained optimum (baselines/solvers/slo_optimum.py) and the ``slo:`` scenario field."""
+"""The SLO-constrained optimum (baselines/solvers/slo_optimum.py) and the ``slo:`` scenario
+field."""
 
 from __future__ import annotations
 
