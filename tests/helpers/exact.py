@@ -1,6 +1,7 @@
-"""Small farms for the exact solvers: the :data:`REFERENCE` farms with exact optima computed by an
-independent solver (:func:`reference_farm`) and seeded random farms small enough to solve
-(:func:`random_small_farm`)."""
+"""Farms for the exact solvers: the :data:`REFERENCE` farms with exact optima computed by an
+independent solver (:func:`reference_farm`), seeded random farms small enough to solve
+(:func:`random_small_farm`), and wide farms of many groups and job types for the solvers' size
+limits (:func:`wide_farm_dict`)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,19 @@ def random_small_farm(seed: int, max_count: int = 3, max_buffer: int = 3) -> Far
         avail = [g["name"] for g in groups if rng.random() < 0.6] or [groups[j % K]["name"]]
         jobs.append({"name": f"j{j}", "arrival_rate": float(w[j]), "groups": avail})
     return farm_from_dict({"name": f"random-{seed}", "groups": groups, "job_types": jobs})
+
+
+def wide_farm_dict(n_groups: int, n_types: int, groups_per_type: int) -> dict:
+    """``n_groups`` single servers and ``n_types`` job types, type j on the groups j, j+1, ...
+    (so at most ``n_groups`` distinct sets), at load 0.5."""
+    groups = [
+        {"name": f"g{k}", "count": 1, "service_rate": 1.0, "busy_power": 2.0 + 0.01 * (k % 5),
+         "idle_power": 1.0, "buffer": 1}
+        for k in range(n_groups)
+    ]  # fmt: skip
+    jobs = [
+        {"name": f"j{j}", "arrival_rate": 0.5 * n_groups / n_types,
+         "groups": [f"g{(j + i) % n_groups}" for i in range(groups_per_type)]}
+        for j in range(n_types)
+    ]  # fmt: skip
+    return {"name": f"wide-{n_groups}x{n_types}", "groups": groups, "job_types": jobs}
