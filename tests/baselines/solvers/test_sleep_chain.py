@@ -114,7 +114,7 @@ def _brute_force(space: SleepSpace) -> float:
     return best
 
 
-def test_lp_optimum_equals_brute_force_on_a_tinysleep_farm_dict() -> None:
+def test_lp_optimum_equals_brute_force_on_a_tiny_farm() -> None:
     d = sleep_farm_dict({**SLEEP, "idle_timeout_rate": 2.0}, {**SLEEP, "idle_timeout_rate": "inf"},
               buffers=(2, 1), counts=(1, 1))  # fmt: skip
     d["job_types"] = d["job_types"][:1]
