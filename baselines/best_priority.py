@@ -6,7 +6,7 @@ pairs it may use. This module searches that space and keeps the table with the h
 long-run efficiency, measured directly on the farm:
 
 * **exactly** (``method="exact"``): the stationary efficiency of the per-server CTMC
-  (:func:`baselines.ctmc.evaluate_policy`) when job sizes are exponential, the rates constant
+  (:func:`baselines.solvers.ctmc.evaluate_policy`) when job sizes are exponential, the rates constant
   and the chain has at most ``exact_max_states`` states;
 * **by simulation** otherwise (``method="simulated"``): the compiled simulator's built-in priority
   dispatcher (``FarmSimulator.run``) with **common random numbers**: every candidate is run from
@@ -32,7 +32,7 @@ already measured are recognised from their per-type rankings and cost nothing):
    (group, level) entry, moving it one distinct priority value up or down, keeping a move when it
    improves the measure; until a pass improves nothing or the budget is spent.
 
-Per-type tables. The compiled simulator's dispatcher (``envs.kernels.pick_priority_kb``) reads one
+Per-type tables. The compiled simulator's dispatcher (``envs.kernels.dispatch.pick_priority_kb``) reads one
 table ``[K, Bmax+1]`` shared by all job types: type j ranks its own groups K_j by that table. A
 per-type table ``[J, K, Bmax+1]`` would need a kernel change, so the simulated *search* is over
 shared tables (where two types need opposite rankings of two groups they both use, a shared table
@@ -58,9 +58,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.ctmc import evaluate_policy, full_states, n_full_states
 from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy, check_table
+from baselines.solvers.ctmc import evaluate_policy, full_states, n_full_states
 from baselines.whittle import initial_eta, whittle_table
 from envs.config import FarmConfig
 from envs.simulator import FarmSimulator

@@ -3,9 +3,9 @@
 Two time scales (``docs/pdr.md``):
 
 1. **Between clusters, per interval.** At construction the routing LP of every interval of the
-   geo scenario is solved once (:func:`baselines.pdr.solve_interval`, ~2 ms each) with that
+   geo scenario is solved once (:func:`baselines.solvers.pdr.solve_interval`, ~2 ms each) with that
    interval's demand and prices, giving the split ``P[t, i, j] = x_ij / r_i``
-   (:func:`baselines.pdr.routing_probabilities`). Ingress point i is job type i of the farm built
+   (:func:`baselines.solvers.pdr.routing_probabilities`). Ingress point i is job type i of the farm built
    by :meth:`envs.geo.GeoConfig.to_farm`. At each arrival of type i in interval t (read from the
    observation's interval one-hot, :func:`envs.observation.decode_interval`), a cluster j is drawn
    with probability ``P[t, i, j]`` *renormalised over the clusters that have a vacancy* (a
@@ -37,7 +37,7 @@ import numpy as np
 
 from baselines.base import Policy
 from baselines.pas import PASPolicy
-from baselines.pdr import DEFAULT_PIECES, routing_probabilities, solve_interval
+from baselines.solvers.pdr import DEFAULT_PIECES, routing_probabilities, solve_interval
 from envs.config import FarmConfig
 from envs.observation import decode_interval, decode_job_type, hist_offsets, level_offsets
 
@@ -52,18 +52,18 @@ class PDRPASPolicy(Policy):
             ``geo`` field holds the :class:`~envs.geo.GeoConfig`).
         action_mode: ``"server"`` or ``"group"``.
         seed: seed of the cluster draws.
-        weights, eps_constraints, pieces: passed to :func:`baselines.pdr.solve_interval` for every
+        weights, eps_constraints, pieces: passed to :func:`baselines.solvers.pdr.solve_interval` for every
             interval (default: its defaults, all weights 1).
         interval: use this interval's routing at every arrival instead of the observation's (for a
             constant farm built by ``geo.to_farm(t)``); default: follow the observation.
 
     Attributes:
-        solutions: the :class:`~baselines.pdr.PDRSolution` of each interval.
+        solutions: the :class:`~baselines.solvers.pdr.PDRSolution` of each interval.
         probabilities: float64[T, m, n], ``x_ij / r_i`` per interval (rows sum to 1).
 
     Raises:
         ValueError: ``config`` has no geo scenario, or it does not match it; an interval is
-            infeasible (:class:`~baselines.pdr.PDRInfeasibleError`, a ValueError).
+            infeasible (:class:`~baselines.solvers.pdr.PDRInfeasibleError`, a ValueError).
     """
 
     name = "pdr-pas"

@@ -8,7 +8,7 @@ finite values so that the array can be handed to the compiled simulator as is.
 Decision rules
 --------------
 ``"server"`` mode (exactly the compiled simulator's built-in ``"priority"`` dispatcher,
-``envs.kernels.pick_priority_kb``): among the servers allowed by the action mask, choose the one
+``envs.kernels.dispatch.pick_priority_kb``): among the servers allowed by the action mask, choose the one
 maximising ``table[k(s), n_s]``; ties (exact float equality) go to the smallest server index.
 Only servers that are available to the arriving type and not full are considered when the mask
 allows at least one of them; otherwise (a hand-made mask, e.g. ``action_masks=None`` in a

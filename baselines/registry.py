@@ -28,10 +28,9 @@ from baselines.heuristics import (
     RandomPolicy,
     SlowestFirstPolicy,
 )
-from baselines.optimum import OptimalPolicy
+from baselines.optimal import OptimalPolicy, SLOOptimalPolicy
 from baselines.pas import PASPolicy, PriceAwarePASPolicy
 from baselines.pdr_pas import PDRPASPolicy
-from baselines.slo_optimum import SLOOptimalPolicy
 from baselines.slo_priority import SLOMixPolicy, SLOPriorityPolicy
 from baselines.whittle import WhittlePolicy
 from envs.config import FarmConfig

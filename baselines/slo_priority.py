@@ -6,12 +6,12 @@ A *static order* is a strict ranking of the usable (group, level) pairs, shared 
 it and no ties arise: two servers of one group at one level are interchangeable). A *mix* of
 orders A and B sends each arrival by A with probability ``p`` and by B otherwise, independently
 per arrival: the cheapest randomisation, and the one the constrained optimum
-(:mod:`baselines.slo_optimum`) hints at (that randomises in one state).
+(:mod:`baselines.solvers.slo_optimum`) hints at (that randomises in one state).
 
 Measures, ``(efficiency, E[T])`` of each candidate:
 
 * **exact** on small farms (exponential sizes, constant rates, an aggregated chain of at most
-  ``exact_max_states`` states): the aggregated chain of :mod:`baselines.aggregated`; a strict
+  ``exact_max_states`` states): the aggregated chain of :mod:`baselines.solvers.aggregated`; a strict
   order is a symmetric policy there, a mix is the convex combination of the two action
   distributions;
 * **simulated** otherwise: the compiled simulator with common random numbers (the same seed for
@@ -39,15 +39,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.aggregated import (
+from baselines.base import Policy
+from baselines.priority import PriorityPolicy
+from baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_response_time,
     estimate_size,
     evaluate_aggregated,
 )
-from baselines.base import Policy
-from baselines.priority import PriorityPolicy
-from baselines.slo_optimum import SLOInfeasibleError, slo_of
+from baselines.solvers.slo_optimum import SLOInfeasibleError, slo_of
 from envs.config import FarmConfig
 from envs.simulator import FarmSimulator
 

@@ -242,7 +242,7 @@ class GeoOrigin(Protocol):
 @dataclass(frozen=True)
 class SLOConfig:
     """A service-level objective (optional ``slo:`` block): the long-run mean response time of
-    admitted jobs must not exceed ``mean_response_time`` (``baselines.slo_optimum``)."""
+    admitted jobs must not exceed ``mean_response_time`` (``baselines.solvers.slo_optimum``)."""
 
     mean_response_time: float
 

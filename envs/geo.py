@@ -42,14 +42,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
-from envs.scenario_files import read_scenario_file, read_shipped_scenario, shipped_scenarios
 from envs.validation import (
     MAX_DESCRIPTION_LENGTH,
     ConfigError,
@@ -71,8 +69,6 @@ __all__ = [
     "IngressConfig",
     "diurnal_profile",
     "geo_from_dict",
-    "geo_presets",
-    "load_geo_scenario",
 ]
 
 #: most intervals in a geo day (a one-hot entry of the observation and a PDR LP each)
@@ -224,7 +220,8 @@ class IngressConfig:
 
 @dataclass(frozen=True)
 class GeoConfig:
-    """A validated geo scenario. Build it with :func:`load_geo_scenario` or :func:`geo_from_dict`.
+    """A validated geo scenario. Build it with :func:`envs.scenarios.load_geo_scenario` or
+    :func:`geo_from_dict`.
 
     Array properties are indexed [interval, ingress] / [interval, cluster] / [ingress, cluster].
     """
@@ -667,34 +664,3 @@ def _ingress_from_spec(d: Mapping[str, Any], n_int: int, cnames: list[str]) -> l
         net = _per_cluster(s.get("network_cost"), cnames, f"{w}.network_cost", default=0.0)
         ingress.append(IngressConfig(iname, rate, lat, net))
     return ingress
-
-
-def geo_presets() -> list[str]:
-    """Names of the geo presets shipped in ``scenarios/`` (files ``geo-*.yaml``)."""
-    return shipped_scenarios("geo-")
-
-
-def load_geo_scenario(spec: str | Path | Mapping[str, Any] | GeoConfig) -> GeoConfig:
-    """Load a geo scenario from a preset name (e.g. ``"geo-us-eu"``), a YAML/JSON path or a dict."""
-    if isinstance(spec, GeoConfig):
-        return spec
-    if isinstance(spec, Mapping):
-        return geo_from_dict(spec)
-    if not isinstance(spec, (str, Path)):
-        raise ConfigError(
-            "geo scenario: expected a preset name, a file path, a dict or a GeoConfig, "
-            f"got {type(spec).__name__}"
-        )
-    path = Path(spec)
-    if isinstance(spec, str) and not path.is_file() and spec in geo_presets():
-        return geo_from_dict(read_shipped_scenario(spec))
-    if not path.is_file():
-        raise ConfigError(
-            f"geo scenario: {str(spec)!r} is neither a geo preset ({geo_presets()}) "
-            "nor an existing file"
-        )
-    data = read_scenario_file(path)
-    try:
-        return geo_from_dict(data)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e

@@ -1,4 +1,4 @@
-"""Exact long-run performance of any policy, by solving its per-server CTMC (``baselines.ctmc``).
+"""Exact long-run performance of any policy, by solving its per-server CTMC (``baselines.solvers.ctmc``).
 
 A stationary deterministic policy (anything with ``predict(obs, action_masks=...,
 deterministic=True)``, learned or not) is asked once for every state of the per-server chain and
@@ -6,7 +6,7 @@ every arriving job type, with the observation and mask the env would show it the
 (``envs.observation.encode_occupancy``, the encoding of the env's compiled step). Its decisions
 define the chain's generator; the stationary distribution gives efficiency, throughput, power and
 blocking with no sampling error. Priority-table policies (PAS, Whittle, the heuristics) and the
-uniformly random policy go straight to ``baselines.ctmc.evaluate_policy``'s own routes (same
+uniformly random policy go straight to ``baselines.solvers.ctmc.evaluate_policy``'s own routes (same
 decisions, no forward passes).
 
 Only possible when the chain is exactly Markov and small: exponential job sizes, constant rates
@@ -21,8 +21,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from baselines.aggregated import AggregatedSpace, aggregated_response_time
-from baselines.ctmc import (
+from baselines.solvers.aggregated import AggregatedSpace, aggregated_response_time
+from baselines.solvers.ctmc import (
     CTMCResult,
     GeneratorSolver,
     evaluate_policy,

@@ -3,7 +3,7 @@
 Curves (efficiency against the mean response time ``E[T]``, Little's law):
 
 * ``optimum`` (small farms: exponential sizes, constant rates, the LP within its size limit):
-  the exact SLO-constrained optimum (:func:`baselines.slo_optimum.solve_slo`) at ``n_points``
+  the exact SLO-constrained optimum (:func:`baselines.solvers.slo_optimum.solve_slo`) at ``n_points``
   bounds ``D`` from the smallest achievable E[T] to the E[T] of the unconstrained optimum (beyond
   it the SLO does not bind and the curve is flat);
 * ``static``: the Pareto front of the static priority orders (:mod:`baselines.slo_priority`:
@@ -31,8 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from baselines.optimum import solve_lp
-from baselines.slo_optimum import min_response_time, solve_slo
 from baselines.slo_priority import (
     EXACT_MAX_STATES,
     OrderPoint,
@@ -40,6 +38,8 @@ from baselines.slo_priority import (
     candidate_tables,
     order_evaluator,
 )
+from baselines.solvers.optimum import solve_lp
+from baselines.solvers.slo_optimum import min_response_time, solve_slo
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
 from evaluation.exact import exact_solvable

@@ -14,10 +14,10 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
 ``farm`` is a preset name or an inline scenario mapping (the suite then stands alone);
 ``job_size`` replaces every job type's size distribution; ``slo`` (``{mean_response_time: D}``)
 sets the farm's SLO; ``reference`` is ``optimum`` (the exact
-optimum, ``baselines.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
-upper bound, ``baselines.bounds``), ``slo-optimum`` (the exact optimum under the farm's
-``slo:``, ``baselines.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
-exact optimum of a farm with right-sizing, ``baselines.sleep_chain``; small farms) or
+optimum, ``baselines.solvers.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
+upper bound, ``baselines.solvers.bounds``), ``slo-optimum`` (the exact optimum under the farm's
+``slo:``, ``baselines.solvers.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
+exact optimum of a farm with right-sizing, ``baselines.solvers.sleep_chain``; small farms) or
 ``best-known`` (the efficiency of the best known policy, given as ``reference_efficiency`` in the
 entry: for farms that no exact solver or valid bound covers, such as large farms with
 right-sizing). The base model's ``optimum`` and ``bound`` ignore ``sleep`` and are refused there.
@@ -43,18 +43,18 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baselines.sleep_chain import SleepSpace
-from baselines.sleep_chain import solve_optimum as solve_sleep_optimum
-from baselines.slo_optimum import solve_slo
+from baselines.solvers.sleep_chain import SleepSpace
+from baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
+from baselines.solvers.slo_optimum import solve_slo
 from envs.config import FarmConfig, farm_from_dict
 from envs.files import load_mapping_file
 from envs.scenarios import PRESETS, load_scenario
+from envs.scenarios.files import data_dir
 from evaluation.harness import (
     EvaluationPlan,
     plan_evaluation,
@@ -128,7 +128,7 @@ class SuiteDefinition:
 
 def available_suites() -> list[str]:
     """Names of the suites shipped in ``scenarios/suites/``."""
-    folder = resources.files("scenarios").joinpath("suites")
+    folder = data_dir().joinpath("suites")
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -291,9 +291,8 @@ def load_suite(spec: str | Path | Mapping[str, Any]) -> SuiteDefinition:
         raise ValueError(
             f"suite: {str(spec)!r} is neither a shipped suite ({names}) nor an existing file"
         )
-    res = resources.files("scenarios").joinpath("suites").joinpath(f"{spec}.yaml")
-    with resources.as_file(res) as p:
-        return parse_suite(load_mapping_file(p), f"scenarios/suites/{spec}.yaml")
+    path = data_dir() / "suites" / f"{spec}.yaml"
+    return parse_suite(load_mapping_file(path), f"scenarios/suites/{spec}.yaml")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,7 +523,7 @@ def _slo_reference(farm: FarmConfig) -> dict[str, Any]:
         "slo_optimum": {
             "efficiency": float(sol.value),
             "mean_response_time": float(sol.info["mean_response_time"]),
-            "source": "baselines.slo_optimum.solve_slo",
+            "source": "baselines.solvers.slo_optimum.solve_slo",
         },
         "slo_optimum_reason": None,
     }
@@ -544,7 +543,7 @@ def _sleep_reference(farm: FarmConfig) -> dict[str, Any]:
         "sleep_optimum": {
             "efficiency": float(value),
             "mean_response_time": float(res.mean_response_time),
-            "source": "baselines.sleep_chain.solve_optimum",
+            "source": "baselines.solvers.sleep_chain.solve_optimum",
         },
         "sleep_optimum_reason": None,
     }

@@ -16,11 +16,11 @@ At each size:
   window is set in *model time*: a warm-up of at least 50 and a horizon of at least 100 mean job
   durations of the slowest group (``evaluation.harness.window_warnings``; a larger farm has
   proportionally more arrivals per unit time), and at least ``--min-epochs`` decision epochs;
-* the relaxation upper bound (``baselines.bounds.relaxation_bound`` via
+* the relaxation upper bound (``baselines.solvers.bounds.relaxation_bound`` via
   ``evaluation.harness.reference_values``: the tight bound, with the per-type caps and blocking
   cuts) and, side by side, the loose bound of the first version (``tight=False``,
   ``bound_loose`` / ``deviation_loose_pct``);
-* the exact optimum (``baselines.optimum.solve_pi``) while the aggregated chain has at most
+* the exact optimum (``baselines.solvers.optimum.solve_pi``) while the aggregated chain has at most
   ``--max-opt-states`` states.
 
 ``deviation_pct = 100 (bound - PAS) / bound`` with half-width ``100 ci / bound`` (the bound is
@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.bounds import relaxation_bound  # noqa: E402
-from baselines.optimum import estimate_size, solve_pi  # noqa: E402
+from baselines.solvers.bounds import relaxation_bound  # noqa: E402
+from baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.scenarios import load_preset  # noqa: E402
 from evaluation import plan_evaluation, reference_values, run_units, summarize_plan  # noqa: E402

@@ -8,7 +8,7 @@
 seeds ``0..n-1`` (2-4 groups of 1-3 servers, buffers 1-3; the generalist is trained on
 ``envs.farm_sampler`` draws, never on these). Per farm, exactly (no sampling error): the
 generalist's stationary efficiency (per-server CTMC of its deterministic decisions in server
-mode, ``evaluation.measure.measure``), PAS's, and the optimum (``baselines.optimum``).
+mode, ``evaluation.measure.measure``), PAS's, and the optimum (``baselines.solvers.optimum``).
 Both act in server mode: the generalist with its check (``make_policy("generalist-checked", config)``),
 PAS as the paper defines it (smallest-index vacancy).
 Summary: mean / worst gap to the optimum for both, and the share of farms where the generalist is

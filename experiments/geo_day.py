@@ -9,7 +9,7 @@ Policies (names of ``baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
 * ``pas``: PAS over every server an ingress point may use (latency blind, price blind);
 * ``pas-price``: price-aware PAS that follows the interval (``mu / ((eps - eps0) price)`` with the
   current interval's prices; ``PriceAwarePASPolicy(interval=None)``, rolled out through the env);
-* ``pdr-pas``: the per-interval PDR plan (``baselines.pdr.solve_interval`` with its default
+* ``pdr-pas``: the per-interval PDR plan (``baselines.solvers.pdr.solve_interval`` with its default
   weights, all 1: latency-weighted) routes each arrival to a cluster at random with probability
   x_ij / r_i, PAS inside the cluster (``baselines.pdr_pas``);
 * ``pdr-pas-cost``: the same dispatcher with a cost-oriented plan: weights energy 1, network 1,
@@ -86,7 +86,8 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
 
 from baselines.pas import PASPolicy  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
-from envs.geo import GeoConfig, load_geo_scenario  # noqa: E402
+from envs.geo import GeoConfig  # noqa: E402
+from envs.scenarios import load_geo_scenario  # noqa: E402
 from envs.server_farm import ServerFarmEnv  # noqa: E402
 from envs.simulator import FarmSimulator  # noqa: E402
 from experiments.geo_farm import (  # noqa: E402
@@ -455,7 +456,7 @@ def _validated(a: argparse.Namespace) -> dict[str, Any]:
         if "ppo" in policies and a.ppo is not None:
             _check_ppo_model(a.ppo, config)
         if "pdr-pas-cost" in policies:
-            from baselines.pdr import PDRInfeasibleError
+            from baselines.solvers.pdr import PDRInfeasibleError
 
             try:
                 cached_policy("pdr-pas-cost", None, a.interval_length, a.cost_margin)
@@ -483,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
 
 def frontier_marks(geo: GeoConfig, interval: int, cost_margin: float) -> list[tuple[str, Any]]:
     """The routings of pdr-pas and pdr-pas-cost in ``interval`` (labels for the figure)."""
-    from baselines.pdr import solve_interval
+    from baselines.solvers.pdr import solve_interval
 
     cons = cost_constraints(geo, cost_margin)
     bound = f", L_ave <= {cons['latency']:g} ms" if cons else ""

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from envs.config import FarmConfig, farm_from_dict
-from envs.geo import GeoConfig, load_geo_scenario
-from envs.scenarios import load_scenario
+from envs.geo import GeoConfig
+from envs.scenarios import load_geo_scenario, load_scenario
 from envs.server_farm import ServerFarmEnv
 
 SCENARIO = "geo-us-eu"

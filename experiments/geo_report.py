@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.geo import GeoConfig, load_geo_scenario
+from envs.geo import GeoConfig
+from envs.scenarios import load_geo_scenario
 from evaluation.stats import summarize
 
 #: scalar metrics per replication, in the JSON's order
@@ -177,7 +178,7 @@ def plot_frontier_figure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from baselines.pdr import pareto_frontier
+    from baselines.solvers.pdr import pareto_frontier
 
     geo = load_geo_scenario(scenario)
     pts = pareto_frontier(geo, interval, n_points=15)

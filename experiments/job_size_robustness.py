@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.ctmc import evaluate_policy, n_full_states  # noqa: E402
+from baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
 from envs.scenarios import load_preset  # noqa: E402
 from evaluation import plan_evaluation, run_units, summarize_plan  # noqa: E402
 from evaluation.stats import paired_gap_pct  # noqa: E402

@@ -172,8 +172,8 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     import copy
 
     from agents.ppo.algorithm import LeanPPO, numpy_predictor
-    from baselines.bounds import relaxation_bound
     from baselines.registry import make_policy
+    from baselines.solvers.bounds import relaxation_bound
     from envs.scenarios import load_scenario
     from evaluation.measure import Window, consecutive_seeds, measure
     from evaluation.stats import paired_gap_pct

@@ -10,13 +10,13 @@ normalised load rho uniform in [0.3, 1.2], exponential sizes).
 Per farm:
 
 * the exact optimum over admissible policies (block only when every available server is full):
-  ratio policy iteration on the symmetry-aggregated chain (``baselines.optimum.solve_pi``; it
+  ratio policy iteration on the symmetry-aggregated chain (``baselines.solvers.optimum.solve_pi``; it
   agrees with the LP to 1e-7 and is much faster). Farms whose aggregated chain exceeds
   ``--max-opt-states`` are skipped and counted.
 * PAS, Whittle, JSQ, random and MEESF (``baselines.registry``), and the diagnostic variant
   ``pas-spread`` (:func:`pas_spread_table`: PAS's group order, but inside a group the server with
   the fewest jobs rather than the smallest index): **exact** stationary efficiency from the
-  per-server CTMC (``baselines.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking is not
+  per-server CTMC (``baselines.solvers.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking is not
   symmetric, so it needs the full chain) when it has at most ``--ctmc-max-states`` states, else
   **simulation** with the evaluation harness (``evaluation.evaluate``: independent replications,
   95% Student-t intervals).
@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.ctmc import evaluate_policy, n_full_states  # noqa: E402
-from baselines.optimum import estimate_size, solve_pi  # noqa: E402
 from baselines.priority import PriorityPolicy  # noqa: E402
 from baselines.registry import make_policy  # noqa: E402
+from baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
+from baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
 from envs.scenarios import random_farm  # noqa: E402
 from evaluation import evaluate  # noqa: E402
 from evaluation.stats import shortfall_pct  # noqa: E402
@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "policies": names,
         "quick": bool(a.quick),
         "workers": resolve_workers(a.workers, a.quick),
-        "optimum_solver": "baselines.optimum.solve_pi (aggregated chain)",
+        "optimum_solver": "baselines.solvers.optimum.solve_pi (aggregated chain)",
         "farm_generator": "envs.scenarios.random_farm(seed) with its default ranges",
     }
     if st["replications"] < 2:

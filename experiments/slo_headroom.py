@@ -8,12 +8,12 @@ small ranges (:data:`DIST`: 2-3 groups, 2-5 servers in all, buffers 1-2, 1-3 job
 0.3-1.2, exponential sizes, some speed-scaling groups), so that every strict priority order can be
 enumerated and every chain solved exactly.
 
-Per farm, with ``lo`` the smallest achievable E[T] (:func:`baselines.slo_optimum.min_response_time`)
+Per farm, with ``lo`` the smallest achievable E[T] (:func:`baselines.solvers.slo_optimum.min_response_time`)
 and ``hi`` the E[T] of the unconstrained optimum, the SLO is ``D = lo + w (hi - lo)`` for each
 ``w`` of ``--positions`` (the SLO binds when ``hi > lo``; farms with ``hi - lo < 1e-6 lo``, where
 no SLO can bind, are counted and left out). Exact values of
 
-* ``optimum``: the SLO-constrained optimum (:func:`baselines.slo_optimum.solve_slo`);
+* ``optimum``: the SLO-constrained optimum (:func:`baselines.solvers.slo_optimum.solve_slo`);
 * ``static``: the best strict priority order that meets D (every order enumerated, or the
   families and swap passes of :mod:`baselines.slo_priority` beyond 5,040 orders), and PAS and
   Whittle (per-server chain) when they meet D;
@@ -40,10 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.ctmc import evaluate_policy  # noqa: E402
-from baselines.optimum import solve_lp  # noqa: E402
 from baselines.registry import make_policy  # noqa: E402
-from baselines.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo  # noqa: E402
 from baselines.slo_priority import (  # noqa: E402
     MAX_ORDERS,
     best_order_mix,
@@ -52,6 +49,9 @@ from baselines.slo_priority import (  # noqa: E402
     order_points,
     swap_search,
 )
+from baselines.solvers.ctmc import evaluate_policy  # noqa: E402
+from baselines.solvers.optimum import solve_lp  # noqa: E402
+from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo  # noqa: E402
 from envs.farm_sampler import FarmDistribution, sample_farm  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,

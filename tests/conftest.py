@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package (helpers live in ``tests/helpers.py``)."""
+"""Fixtures shared by every test package (helpers live in ``tests/helpers/``)."""
 
 from __future__ import annotations
 

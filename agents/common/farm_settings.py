@@ -23,7 +23,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from baselines.ctmc import n_full_states
+from baselines.solvers.ctmc import n_full_states
 from envs.config import FarmConfig
 from envs.observation import check_action_mode, n_actions, obs_size
 from evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason

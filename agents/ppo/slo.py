@@ -10,7 +10,7 @@ Three parts, used by :func:`agents.ppo.train.train_lean` when the farm has an SL
   default, so a rollout 10% above D raises beta by a tenth of its starting value.
 * **Measuring the sampling policy** (:func:`measure_slo`): under a binding SLO the optimum
   randomises, so the model is the network's *sampling* policy, not its argmax. Exactly on the
-  aggregated chain (``baselines.aggregated``; a group-action network is symmetric over a
+  aggregated chain (``baselines.solvers.aggregated``; a group-action network is symmetric over a
   group's servers, so its action probabilities in a histogram state are a randomised policy of
   that chain): efficiency and E[T] with no noise. Otherwise simulated: independent envs with
   sampled actions, Student-t 95% intervals over them.
@@ -30,9 +30,13 @@ import numpy as np
 import torch
 
 from agents.ppo.losses import masked_logits
-from baselines.aggregated import AggregatedSpace, aggregated_efficiency, aggregated_response_time
-from baselines.ctmc import GeneratorSolver
 from baselines.registry import make_policy
+from baselines.solvers.aggregated import (
+    AggregatedSpace,
+    aggregated_efficiency,
+    aggregated_response_time,
+)
+from baselines.solvers.ctmc import GeneratorSolver
 from envs.config import FarmConfig
 from envs.observation import encode_occupancy
 from envs.slo import default_multiplier, update_multiplier
@@ -229,12 +233,12 @@ def slo_summary(slo: SLORun, history: list[dict[str, Any]], kept_steps: int) -> 
                            "kept": None if kept is None else kept | {"timesteps": kept_steps},
                            "kept_is_start": kept_steps == 0}  # fmt: skip
     if slo.space is not None:
-        from baselines.slo_optimum import solve_slo
+        from baselines.solvers.slo_optimum import solve_slo
 
         opt = solve_slo(slo.space.config)
         out["optimum"] = {"efficiency": opt.value,
                           "mean_response_time": float(opt.info["mean_response_time"]),
-                          "source": "exact (baselines.slo_optimum.solve_slo)"}  # fmt: skip
+                          "source": "exact (baselines.solvers.slo_optimum.solve_slo)"}  # fmt: skip
         if kept is not None:
             out["gap_to_optimum_pct"] = 100.0 * (opt.value - kept["efficiency"]) / opt.value
     if slo.dual is not None:

@@ -13,7 +13,7 @@ the dimensions); the sub-layout of the level-set field ``sets``; the env's slots
 * The numba side is **generated** from it: ``python -m envs.kernels.schema`` writes
   ``envs/kernels/layout.py`` (slot numbers as module-level int constants, which numba compiles
   as literals, and ``unpack`` / ``set_views`` as plain code). The file is checked in;
-  ``tests/envs/test_kernels.py`` checks it is exactly what this module writes.
+  ``tests/envs/kernels/test_kernels.py`` checks it is exactly what this module writes.
 * The Python side reads it at run time: :func:`pack_simulator` / :func:`simulator_views`
   (``FarmSimulator``), :func:`pack_level_sets`'s layout (``envs.simulator``) and
   :func:`pack_env_buffers` (``envs.server_farm.pack_env``).

@@ -17,25 +17,17 @@ from baselines.best_priority import (
     search_best_table,
     table_evaluator,
 )
-from baselines.ctmc import evaluate_policy
 from baselines.pas import pas_table
 from baselines.registry import check_policy_name, make_policy
+from baselines.solvers.ctmc import evaluate_policy
 from baselines.whittle import initial_eta, whittle_table
 from envs.config import farm_from_dict
 from envs.scenarios import load_preset
 from envs.simulator import FarmSimulator
-from tests.helpers import (
-    REFERENCE,
-    batch_run,
-    random_dyadic_farm,
-    random_occupancy,
-    random_small_farm,
-    ratio_ci,
-    reference_farm,
-    reference_priority,
-    server_obs,
-    valid_server_mask,
-)
+from tests.helpers.env import reference_priority, server_obs, valid_server_mask
+from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm
+from tests.helpers.farms import random_dyadic_farm, random_occupancy
+from tests.helpers.stats import batch_run, ratio_ci
 
 # small budgets keep the simulated searches short; every field is part of the cache key
 FAST = {"budget": 40, "n_epochs": 20_000, "horizon_durations": 50.0}
@@ -306,7 +298,7 @@ def test_per_type_stage_beats_the_shared_table_where_types_disagree():
     type gains 0.5% over the best shared table. The policy's own predict(), run as a per-server
     rule on the exact CTMC, has exactly the value the search measured, and no policy beats the
     exact optimum."""
-    from baselines.optimum import solve
+    from baselines.solvers.optimum import solve
 
     cfg = random_small_farm(292, max_count=2, max_buffer=2)
     pol = BestPriorityPolicy(cfg, per_type=True, reserve_levels=False)

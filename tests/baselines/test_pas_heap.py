@@ -10,7 +10,8 @@ import pytest
 from baselines.pas import PASHeapDispatcher, PASPolicy, PriceAwarePASPolicy
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig, farm_from_dict
-from tests.helpers import random_dyadic_farm, server_obs, valid_server_mask
+from tests.helpers.env import server_obs, valid_server_mask
+from tests.helpers.farms import random_dyadic_farm
 
 
 def drive(

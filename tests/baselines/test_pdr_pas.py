@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from baselines.pas import PASPolicy, PriceAwarePASPolicy
-from baselines.pdr import routing_probabilities, solve_interval
 from baselines.pdr_pas import PDRPASPolicy
 from baselines.registry import make_policy
+from baselines.solvers.pdr import routing_probabilities, solve_interval
 from envs.config import FarmConfig
 from envs.observation import (
     counts_from_occupancy,
@@ -23,7 +23,7 @@ from envs.observation import (
 )
 from envs.scenarios import load_scenario
 from evaluation.rollout import rollout
-from tests.helpers import valid_group_mask, valid_server_mask
+from tests.helpers.env import valid_group_mask, valid_server_mask
 
 Z = 5.0  # sigmas
 

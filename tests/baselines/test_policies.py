@@ -16,14 +16,8 @@ from envs.observation import (
     decode_group_action,
     n_actions,
 )
-from tests.helpers import (
-    group_obs,
-    random_dyadic_farm,
-    random_occupancy,
-    server_obs,
-    valid_group_mask,
-    valid_server_mask,
-)
+from tests.helpers.env import group_obs, server_obs, valid_group_mask, valid_server_mask
+from tests.helpers.farms import random_dyadic_farm, random_occupancy
 
 
 def reference_server_choice(

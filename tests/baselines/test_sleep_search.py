@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.sleep_chain import SleepSpace, evaluate_pas, evaluate_table, solve_optimum
 from baselines.sleep_search import best_static_order, heuristic_orders, priority_of
+from baselines.solvers.sleep_chain import SleepSpace, evaluate_pas, evaluate_table, solve_optimum
 from envs.config import farm_from_dict
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
-from tests.envs.test_sleep import SLEEP, _farm
+from tests.helpers.sleep import SLEEP, sleep_farm_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _space() -> SleepSpace:
-    return SleepSpace(farm_from_dict(_farm(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"})))
+    return SleepSpace(farm_from_dict(sleep_farm_dict(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"})))
 
 
 def test_heuristic_orders_rank_every_class() -> None:

@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from baselines.optimum import solve_lp
 from baselines.registry import make_policy
-from baselines.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
 from baselines.slo_priority import (
     _Simulated,
     best_order_mix,
@@ -17,8 +15,10 @@ from baselines.slo_priority import (
     order_evaluator,
     order_points,
 )
+from baselines.solvers.optimum import solve_lp
+from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
 from envs.config import farm_from_dict
-from tests.helpers import reference_farm
+from tests.helpers.exact import reference_farm
 
 # the unconstrained optimum of tiny (shared reference data); a static order attains it
 TINY_OPTIMUM = 0.3289309341181227

@@ -18,14 +18,8 @@ from baselines.whittle import (
     whittle_table,
 )
 from envs.config import farm_from_dict
-from tests.helpers import (
-    group_obs,
-    random_dyadic_farm,
-    random_occupancy,
-    server_obs,
-    valid_group_mask,
-    valid_server_mask,
-)
+from tests.helpers.env import group_obs, server_obs, valid_group_mask, valid_server_mask
+from tests.helpers.farms import random_dyadic_farm, random_occupancy
 
 
 def brute_force_R_A(mu, eps, lam, eta, m):
@@ -270,10 +264,11 @@ def test_fixed_point_with_simulator_matches_pas_on_on_off_farm() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("baselines.ctmc") is None, reason="needs baselines.ctmc"
+    importlib.util.find_spec("baselines.solvers.ctmc") is None,
+    reason="needs baselines.solvers.ctmc",
 )
 def test_exact_ctmc_whittle_equals_pas_reference_and_beats_pas_when_state_dependent() -> None:
-    from baselines.ctmc import evaluate_policy
+    from baselines.solvers.ctmc import evaluate_policy
 
     # reference-farms.yaml "tiny": exact PAS efficiency from an independent solver
     tiny = farm_from_dict(

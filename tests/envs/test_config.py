@@ -1,5 +1,5 @@
 """Scenario configuration: every validation error names its field, derived arrays, round trips,
-transformations, file loading and presets."""
+transformations, and bad text in files (loading and presets: tests/envs/scenarios/)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import yaml
 
 from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict
 from envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
-from tests.helpers import random_scenario_dict
+from tests.helpers.farms import random_scenario_dict
 
 
 def base() -> dict[str, Any]:
@@ -467,77 +467,6 @@ def test_config_is_frozen() -> None:
         c.name = "x"  # type: ignore[misc]
 
 
-# ---------------------------------------------------------------------------------------------
-# loading from files, presets
-# ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("suffix", [".yaml", ".yml", ".json"])
-def test_load_from_file(tmp_path, suffix: str) -> None:
-    c = farm_from_dict(base())
-    path = tmp_path / f"farm{suffix}"
-    text = json.dumps(c.to_dict()) if suffix == ".json" else yaml.safe_dump(c.to_dict())
-    path.write_text(text)
-    assert load_scenario(path) == c
-    assert load_scenario(str(path)) == c
-
-
-def test_load_file_errors(tmp_path) -> None:
-    p = tmp_path / "list.yaml"
-    p.write_text("- 1\n- 2\n")
-    with pytest.raises(ConfigError, match="top level must be a mapping"):
-        load_scenario(p)
-    bad = base()
-    bad["groups"][0]["buffer"] = 0
-    p = tmp_path / "bad.yaml"
-    p.write_text(yaml.safe_dump(bad))
-    with pytest.raises(ConfigError, match=r"groups\[0\].*buffer"):
-        load_scenario(p)
-
-
-def test_unknown_preset_message() -> None:
-    with pytest.raises(ConfigError, match=r"'no-such-farm'.*neither a preset.*tiny"):
-        load_scenario("no-such-farm")
-    with pytest.raises(ConfigError, match=r"unknown preset 'no-such-farm'.*tiny"):
-        load_preset("no-such-farm")
-
-
-@pytest.mark.parametrize("name", list(PRESETS))
-def test_presets_load(name: str) -> None:
-    c = load_scenario(name)
-    assert c.name == name and c == load_preset(name)
-    assert load_scenario(c) is c
-    assert load_scenario(c.to_dict()) == c
-
-
-def test_preset_shapes() -> None:
-    assert load_preset("tiny").n_servers == 4
-    assert load_preset("paper-100").n_servers == 100
-    assert load_preset("large-10k").n_servers == 10_000
-    assert load_preset("paper-100").load == pytest.approx(0.6, abs=0.02)
-    # overlap-100: two types share the efficient group `new`, each with its own alternative
-    ov = load_preset("overlap-100")
-    assert ov.n_servers == 100 and ov.load == pytest.approx(0.5)
-    names = [g.name for g in ov.groups]
-    assert [[names[k] for k in jt.groups] for jt in ov.job_types] == [
-        ["new", "mid"],
-        ["new", "legacy"],
-    ]
-    assert ov.scaled(100).n_servers == 10_000
-    assert not load_preset("speed-scaling").is_on_off
-
-
-def test_random_farm_is_seeded_and_valid() -> None:
-    a, b = random_farm(7), random_farm(7)
-    assert a == b and a != random_farm(8)
-    c = random_farm(3, n_groups=3, n_job_types=2, servers_per_group=2, buffer=2, load=0.8)
-    assert c.n_groups == 3 and c.n_job_types == 2 and c.n_servers == 6
-    assert c.load == pytest.approx(0.8, rel=2e-3)  # rates are rounded to 4 digits
-    assert c.availability.any(axis=0).all() and c.availability.any(axis=1).all()
-    p = random_farm(3, job_size={"distribution": "pareto", "alpha": 2.5})
-    assert p.size_of(0) == JobSizeConfig("pareto", alpha=2.5)
-    with pytest.raises(ConfigError, match="n_groups"):
-        random_farm(0, n_groups=0)
-
-
 # ---- text fields, YAML alias bombs, huge numbers -------------------------------------------------
 def _alias_bomb(depth: int = 40) -> str:
     """YAML flow text of a list whose items are lists of 9 aliases of the previous one: under
@@ -587,7 +516,7 @@ def test_a_yaml_alias_bomb_in_any_field_is_refused_without_expanding_it(field, m
 
 
 def test_a_yaml_alias_bomb_in_a_geo_scenario_is_refused(tmp_path):
-    from envs.geo import geo_presets, load_geo_scenario
+    from envs.scenarios import geo_presets, load_geo_scenario
 
     d = load_geo_scenario(geo_presets()[0]).to_dict()
     for where, target in (("geo.description", d), ("clusters[0].name", d["clusters"][0])):

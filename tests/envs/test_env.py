@@ -24,16 +24,16 @@ from envs.observation import (
 )
 from envs.scenarios import PRESETS, load_preset, random_farm
 from envs.server_farm import InvalidActionWarning, ServerFarmEnv
-from tests.helpers import (
+from tests.helpers.env import (
     CHECKER_OPTIONS,
     ENV_IDS,
     expected_mask,
     expected_obs,
-    expected_server_mask,
     make_env,
     masked_choice,
-    random_env_configs,
 )
+from tests.helpers.farms import random_env_configs
+from tests.helpers.invariants import expected_server_mask
 
 MODES = list(ENV_IDS)
 IDS = ENV_IDS

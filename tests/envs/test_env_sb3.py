@@ -18,7 +18,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from envs.config import FarmConfig
 from envs.scenarios import PRESETS
 from envs.server_farm import InvalidActionWarning
-from tests.helpers import CHECKER_OPTIONS, ENV_IDS, make_env, random_env_configs
+from tests.helpers.env import CHECKER_OPTIONS, ENV_IDS, make_env
+from tests.helpers.farms import random_env_configs
 
 MODES = list(ENV_IDS)
 RANDOM_CONFIGS = random_env_configs()

@@ -16,9 +16,8 @@ from envs.files import (
     parse_mapping_text,
     read_regular_file,
 )
-from envs.geo import load_geo_scenario
-from envs.scenario_files import ScenarioFileError
-from envs.scenarios import load_scenario
+from envs.scenarios import load_geo_scenario, load_scenario
+from envs.scenarios.files import ScenarioFileError
 from envs.validation import ConfigError
 
 TINY_YAML = """\

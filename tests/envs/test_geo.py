@@ -10,13 +10,8 @@ import pytest
 import yaml
 
 from envs.config import ConfigError
-from envs.geo import (
-    GeoConfig,
-    diurnal_profile,
-    geo_from_dict,
-    geo_presets,
-    load_geo_scenario,
-)
+from envs.geo import GeoConfig, diurnal_profile, geo_from_dict
+from envs.scenarios import geo_presets, load_geo_scenario
 
 
 def small_geo() -> dict:

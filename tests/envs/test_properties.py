@@ -6,7 +6,7 @@ subsets, any job-size distribution per scenario or per type, sometimes time-vary
 rates) and checks, through the step API, through ``run()`` and through the env: conservation of
 jobs, occupancy within buffers, histogram = occupancy, energy and work within their rate bounds,
 masks = exactly the available non-full servers, time increasing (see
-``tests.helpers.check_sim_invariants``), plus config round trips and the built-in priority
+``tests.helpers.invariants.check_sim_invariants``), plus config round trips and the built-in priority
 dispatcher against its documented rule.
 """
 
@@ -23,15 +23,9 @@ from envs.config import farm_from_dict
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator
 from envs.validation import VALUE_MIN
-from tests.helpers import (
-    SAFE_INTERVALS,
-    check_sim_invariants,
-    expected_mask,
-    expected_obs,
-    expected_server_mask,
-    masked_choice,
-    reference_priority,
-)
+from tests.helpers.env import expected_mask, expected_obs, masked_choice, reference_priority
+from tests.helpers.farms import SAFE_INTERVALS
+from tests.helpers.invariants import check_sim_invariants, expected_server_mask
 
 SETTINGS = settings(
     derandomize=True,

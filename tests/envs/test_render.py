@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from envs.config import farm_from_dict
 from envs.render import FRAME_SIZE, FarmRenderer, pas_reference
 from envs.server_farm import InvalidActionWarning, ServerFarmEnv
-from tests.helpers import ENV_IDS, make_env, masked_choice
+from tests.helpers.env import ENV_IDS, make_env, masked_choice
 
 MODES = list(ENV_IDS)
 SHAPE = (FRAME_SIZE[1], FRAME_SIZE[0], 3)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import linalg, stats
 
-from envs import kernels as kn
 from envs.config import FarmConfig, farm_from_dict
+from envs.kernels import layout
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import FarmSimulator
 from envs.vector import ServerFarmVectorEnv
@@ -184,7 +184,7 @@ def test_env_info_after_warmup_counts_the_episode_only() -> None:
     assert info["mean_response_time"] == 0.0  # nothing accepted in this episode yet
     # the window starts where efficiency's does, at the end of the warm-up (before the first
     # epoch): the integral there is kept next to the starting time and energy
-    n0 = float(env._efb[kn.EF_BN])
+    n0 = float(env._efb[layout.EF_BN])
     at_reset = env.sim.stats()
     assert 0.0 < n0 < at_reset.job_time
     acc0 = at_reset.accepted.sum()  # the first epoch's arrival is pending, not yet accepted

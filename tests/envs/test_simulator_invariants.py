@@ -19,14 +19,10 @@ from scipy import stats as sps
 from envs.config import FarmConfig, farm_from_dict
 from envs.scenarios import PRESETS, load_preset, random_farm
 from envs.simulator import FarmSimulator, SimStats
-from tests.helpers import (
-    ALPHA,
-    check_sim_invariants,
-    masked_choice,
-    pas_table,
-    random_scenario_dict,
-    reference_priority,
-)
+from tests.helpers.env import masked_choice, reference_priority
+from tests.helpers.farms import pas_table, random_scenario_dict
+from tests.helpers.invariants import check_sim_invariants
+from tests.helpers.stats import ALPHA
 
 SMALL_PRESETS = [p for p in PRESETS if p != "large-10k"]
 

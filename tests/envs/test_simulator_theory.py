@@ -1,7 +1,7 @@
 """The simulator against queueing theory and exact solutions.
 
 Every check is statistical with a fixed seed; the tolerance is the batch-means confidence
-half-width at two-sided level ``ALPHA`` (Student t, see ``tests/helpers.py``), never a constant.
+half-width at two-sided level ``ALPHA`` (Student t, see ``tests/helpers/``), never a constant.
 
 Insensitivity (what is and is not a theorem here). A processor-sharing server whose total rate
 depends only on its number of jobs is a symmetric queue, so a single M/G/1/B-PS server (also with
@@ -23,9 +23,9 @@ from numba import njit
 from scipy import stats as sps
 
 from envs.config import FarmConfig, JobSizeConfig, farm_from_dict
-from envs.kernels import sample_size
+from envs.kernels.dispatch import sample_size
 from envs.scenarios import load_preset, random_farm
-from tests.helpers import (
+from tests.helpers.stats import (
     ALPHA,
     Batches,
     assert_same_within_ci,
@@ -255,7 +255,7 @@ def test_erlang_loss_insensitive(policy: str, size: dict) -> None:
 def test_pas_multiserver_is_sensitive() -> None:
     """One group of 3 servers, B = 3, PAS (first-fit): exponential sizes match the exact chain
     in both kernels, deterministic sizes block measurably more (no insensitivity here)."""
-    ctmc = pytest.importorskip("baselines.ctmc")
+    ctmc = pytest.importorskip("baselines.solvers.ctmc")
     d = {
         "groups": [
             {
@@ -325,8 +325,10 @@ CTMC_FARMS = ["tiny", "small-1", "small-2", "small-3", "speed-scaling", 1, 5, 16
 @pytest.mark.parametrize("policy", ["pas", "random"])
 @pytest.mark.parametrize("farm", CTMC_FARMS, ids=str)
 def test_efficiency_and_blocking_match_ctmc(farm: str | int, policy: str) -> None:
-    """PAS and random dispatch against the exact per-server chain (baselines.ctmc)."""
-    ctmc = pytest.importorskip("baselines.ctmc", reason="baselines/ctmc.py not available yet")
+    """PAS and random dispatch against the exact per-server chain (baselines.solvers.ctmc)."""
+    ctmc = pytest.importorskip(
+        "baselines.solvers.ctmc", reason="baselines/solvers/ctmc.py not available yet"
+    )
     c = load_preset(farm) if isinstance(farm, str) else random_farm(farm)
     exact = ctmc.evaluate_policy(c, policy)
     if farm in EXACT_PAS and policy == "pas":
@@ -546,7 +548,9 @@ SLOW_CTMC_FARMS = [
 @pytest.mark.parametrize("policy", ["pas", "random"])
 @pytest.mark.parametrize("seed", SLOW_CTMC_FARMS)
 def test_random_farms_match_ctmc_long(seed: int, policy: str) -> None:
-    ctmc = pytest.importorskip("baselines.ctmc", reason="baselines/ctmc.py not available yet")
+    ctmc = pytest.importorskip(
+        "baselines.solvers.ctmc", reason="baselines/solvers/ctmc.py not available yet"
+    )
     c = random_farm(seed)
     exact = ctmc.evaluate_policy(c, policy)
     for general in (False, True):

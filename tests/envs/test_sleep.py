@@ -7,42 +7,23 @@ Student-t interval at 99.9% (fixed seeds)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from scipy import linalg, stats
+from scipy import stats
 
-from envs import kernels as kn
 from envs.config import ConfigError, FarmConfig, farm_from_dict
+from envs.kernels import layout
+from envs.kernels.sleep import sleep_rates
 from envs.observation import obs_size
 from envs.server_farm import ServerFarmEnv
 from envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP, FarmSimulator, _sleep_table
+from tests.helpers.sleep import SLEEP, exact_priority_chain, sleep_farm_dict
 
 REPLICATIONS = 12
 T_QUANTILE = float(stats.t.ppf(0.9995, REPLICATIONS - 1))  # two-sided 99.9%
-SLEEP = {"power": 0.2, "setup_rate": 0.5, "setup_power": 3.0, "idle_timeout_rate": 1.5}
-
-
-def _farm(sleep_a=SLEEP, sleep_b=None, rate=1.5, buffers=(2, 3), counts=(2, 1)) -> dict:
-    ga = {"name": "a", "count": counts[0], "service_rate": 1.0, "busy_power": 2.0,
-          "idle_power": 1.0, "buffer": buffers[0]}  # fmt: skip
-    gb = {"name": "b", "count": counts[1], "service_rate": 2.0, "busy_power": 5.0,
-          "idle_power": 1.0, "buffer": buffers[1]}  # fmt: skip
-    if sleep_a is not None:
-        ga["sleep"] = dict(sleep_a)
-    if sleep_b is not None:
-        gb["sleep"] = dict(sleep_b)
-    return {
-        "name": "sleepy",
-        "groups": [ga, gb],
-        "job_types": [
-            {"name": "web", "arrival_rate": rate, "groups": ["a", "b"]},
-            {"name": "gpu", "arrival_rate": 0.5, "groups": ["b"]},
-        ],
-    }
 
 
 def _table(c: FarmConfig) -> np.ndarray:
@@ -65,21 +46,21 @@ def _table(c: FarmConfig) -> np.ndarray:
 )
 def test_bad_sleep_fields_are_refused_by_name(sleep: dict, field: str) -> None:
     with pytest.raises(ConfigError, match=f"groups\\[0\\] \\(a\\)\\.{field}"):
-        farm_from_dict(_farm(sleep_a={**SLEEP, **sleep}))
+        farm_from_dict(sleep_farm_dict(sleep_a={**SLEEP, **sleep}))
 
 
 def test_sleep_needs_every_field_and_a_mapping() -> None:
     partial = {k: v for k, v in SLEEP.items() if k != "setup_rate"}
     with pytest.raises(ConfigError, match=r"\.sleep\.setup_rate: missing"):
-        farm_from_dict(_farm(sleep_a=partial))
-    d = _farm()
+        farm_from_dict(sleep_farm_dict(sleep_a=partial))
+    d = sleep_farm_dict()
     d["groups"][0]["sleep"] = 3.0
     with pytest.raises(ConfigError, match=r"groups\[0\] \(a\)\.sleep: expected a mapping"):
         farm_from_dict(d)
 
 
 def test_sleep_needs_exponential_sizes() -> None:
-    d = _farm()
+    d = sleep_farm_dict()
     d["job_size"] = {"distribution": "deterministic"}
     with pytest.raises(ConfigError, match=r"\.sleep: right-sizing needs exponential"):
         farm_from_dict(d)
@@ -87,15 +68,15 @@ def test_sleep_needs_exponential_sizes() -> None:
 
 @pytest.mark.parametrize("inf", ["inf", ".inf", math.inf])
 def test_infinite_timeout_spellings_and_round_trip(inf) -> None:
-    c = farm_from_dict(_farm(sleep_a={**SLEEP, "idle_timeout_rate": inf}))
+    c = farm_from_dict(sleep_farm_dict(sleep_a={**SLEEP, "idle_timeout_rate": inf}))
     assert c.groups[0].sleep.idle_timeout_rate == math.inf and c.has_sleep
     assert farm_from_dict(c.to_dict()) == c
-    assert not farm_from_dict(_farm(sleep_a=None)).has_sleep
+    assert not farm_from_dict(sleep_farm_dict(sleep_a=None)).has_sleep
 
 
 def test_force_general_is_refused_with_sleep() -> None:
     with pytest.raises(ValueError, match="force_general"):
-        FarmSimulator(farm_from_dict(_farm()), force_general=True)
+        FarmSimulator(farm_from_dict(sleep_farm_dict()), force_general=True)
 
 
 # ---- exact references -----------------------------------------------------------------------
@@ -131,86 +112,6 @@ def test_mm1_with_setup_closed_form() -> None:
     _within_ci(res[:, 2], 1.0 / (mu - lam) + 1.0 / gamma)
 
 
-def _server_states(g) -> list[tuple[int, int]]:
-    """(mode, jobs) states of one server of group g."""
-    on = [(MODE_ON, n) for n in range(g.buffer + 1)]
-    if g.sleep is None:
-        return on
-    return [(MODE_OFF, 0), *((MODE_SETUP, n) for n in range(1, g.buffer + 1)), *on]
-
-
-def _exact_priority_chain(c: FarmConfig) -> tuple[float, float, float]:
-    """(efficiency, E[N], E[T]) of the farm under the group-priority dispatcher (most efficient
-    group with a non-full server, then the smallest index, whatever the mode) from the CTMC
-    over every server's (mode, jobs)."""
-    sg = c.server_group
-    groups = [c.groups[k] for k in sg]
-    per = [_server_states(g) for g in groups]
-    states = list(itertools.product(*per))
-    index = {s: i for i, s in enumerate(states)}
-    n = len(states)
-    q = np.zeros((n, n))
-    work, power, jobs, accept = (np.zeros(n) for _ in range(4))
-    eff = c.group_efficiency
-
-    def go(i: int, s: tuple, v: int, new: tuple[int, int], rate: float) -> None:
-        t = list(s)
-        t[v] = new
-        q[i, index[tuple(t)]] += rate
-
-    for i, s in enumerate(states):
-        for v, ((m, b), g) in enumerate(zip(s, groups, strict=True)):
-            z = g.sleep
-            jobs[i] += b
-            if m == MODE_ON:
-                power[i] += g.idle_power if b == 0 else g.busy_power[b - 1]
-                if b > 0:
-                    work[i] += g.service_rate[b - 1]
-                    off = b == 1 and z is not None and math.isinf(z.idle_timeout_rate)
-                    go(i, s, v, (MODE_OFF, 0) if off else (MODE_ON, b - 1), g.service_rate[b - 1])
-                elif z is not None and 0 < z.idle_timeout_rate < math.inf:
-                    go(i, s, v, (MODE_OFF, 0), z.idle_timeout_rate)
-            elif m == MODE_SETUP:
-                power[i] += z.setup_power
-                go(i, s, v, (MODE_ON, b), z.setup_rate)
-            else:
-                power[i] += z.power
-        for jt in c.job_types:
-            free = [v for v in range(len(s)) if sg[v] in jt.groups and s[v][1] < groups[v].buffer]
-            if not free:
-                continue
-            v = min(free, key=lambda v: (-eff[sg[v]], v))
-            m, b = s[v]
-            new = (MODE_SETUP, 1) if m == MODE_OFF else (m, b + 1)
-            go(i, s, v, new, jt.arrival_rate[0])
-            accept[i] += jt.arrival_rate[0]
-    q -= np.diag(q.sum(axis=1))
-    reach = _reachable(q, index[tuple(st[0] if groups[v].sleep is None or
-                                      groups[v].sleep.idle_timeout_rate == 0 else (MODE_OFF, 0)
-                                      for v, st in enumerate(per))])  # fmt: skip
-    qr = q[np.ix_(reach, reach)]
-    a = qr.T.copy()
-    a[-1, :] = 1.0
-    rhs = np.zeros(len(reach))
-    rhs[-1] = 1.0
-    pi = linalg.solve(a, rhs)
-    en = float(pi @ jobs[reach])
-    return float(pi @ work[reach]) / float(pi @ power[reach]), en, en / float(pi @ accept[reach])
-
-
-def _reachable(q: np.ndarray, start: int) -> list[int]:
-    """States reachable from ``start`` (a server that never sleeps never reaches OFF)."""
-    seen = {start}
-    todo = [start]
-    while todo:
-        i = todo.pop()
-        for j in np.flatnonzero(q[i] > 0):
-            if j not in seen:
-                seen.add(int(j))
-                todo.append(int(j))
-    return sorted(seen)
-
-
 @pytest.mark.parametrize(
     "sleeps",
     [
@@ -221,8 +122,8 @@ def _reachable(q: np.ndarray, start: int) -> list[int]:
     ids=["timeout", "off-at-once", "fast-group-sleeps"],
 )
 def test_farm_matches_exact_chain(sleeps) -> None:
-    c = farm_from_dict(_farm(*sleeps))
-    eff, en, et = _exact_priority_chain(c)
+    c = farm_from_dict(sleep_farm_dict(*sleeps))
+    eff, en, et = exact_priority_chain(c)
     res = _replicate(c, 40_000)
     _within_ci(res[:, 0], eff)
     _within_ci(res[:, 1], en)
@@ -232,8 +133,8 @@ def test_farm_matches_exact_chain(sleeps) -> None:
 def test_no_timeout_is_the_base_model() -> None:
     """idle_timeout_rate 0: servers start on and never sleep, so the right-sizing loop draws
     the same random numbers in the same order as the base loop: the same trajectory."""
-    c0 = farm_from_dict(_farm(sleep_a=None))
-    c1 = farm_from_dict(_farm(sleep_a={**SLEEP, "idle_timeout_rate": 0.0}))
+    c0 = farm_from_dict(sleep_farm_dict(sleep_a=None))
+    c1 = farm_from_dict(sleep_farm_dict(sleep_a={**SLEEP, "idle_timeout_rate": 0.0}))
     a = FarmSimulator(c0, seed=9).run(20_000, "priority", _table(c0))
     b = FarmSimulator(c1, seed=9).run(20_000, "priority", _table(c1))
     assert (a.accepted == b.accepted).all() and a.departures == b.departures
@@ -244,7 +145,7 @@ def test_no_timeout_is_the_base_model() -> None:
 # ---- bookkeeping ----------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", ["priority", "random"])
 def test_modes_and_rates_stay_consistent(policy: str) -> None:
-    c = farm_from_dict(_farm({**SLEEP, "idle_timeout_rate": "inf"}, SLEEP, counts=(5, 3)))
+    c = farm_from_dict(sleep_farm_dict({**SLEEP, "idle_timeout_rate": "inf"}, SLEEP, counts=(5, 3)))
     sim = FarmSimulator(c, seed=2)
     seen = set()
     for _ in range(40):
@@ -260,18 +161,18 @@ def test_modes_and_rates_stay_consistent(policy: str) -> None:
             assert counts[k, 1] == int(np.sum(modes[mine] == MODE_SETUP))
         # the incremental rates equal a re-sum by mode
         fs = sim._fs.copy()
-        kn.sleep_rates(sim.occ, c.server_group, c.mu_table, c.power_table, c.prices[0],
-                       sim._modes, _sleep_table(c), fs)  # fmt: skip
-        assert fs[kn.WRATE] == pytest.approx(sim._fs[kn.WRATE], abs=1e-9)
-        assert fs[kn.PRATE] == pytest.approx(sim._fs[kn.PRATE], abs=1e-9)
-        assert fs[kn.NJOBS] == sim.jobs_in_system == sim._fs[kn.NJOBS]
+        sleep_rates(sim.occ, c.server_group, c.mu_table, c.power_table, c.prices[0],
+                    sim._modes, _sleep_table(c), fs)  # fmt: skip
+        assert fs[layout.WRATE] == pytest.approx(sim._fs[layout.WRATE], abs=1e-9)
+        assert fs[layout.PRATE] == pytest.approx(sim._fs[layout.PRATE], abs=1e-9)
+        assert fs[layout.NJOBS] == sim.jobs_in_system == sim._fs[layout.NJOBS]
     assert seen == {MODE_ON, MODE_SETUP, MODE_OFF}
 
 
 # ---- env ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["server", "group"])
 def test_env_observes_modes(mode: str) -> None:
-    c = farm_from_dict(_farm(SLEEP, None, counts=(3, 2)))
+    c = farm_from_dict(sleep_farm_dict(SLEEP, None, counts=(3, 2)))
     env = ServerFarmEnv(c, action_mode=mode)
     check_env(env, skip_render_check=True)
     obs, info = env.reset(seed=0)
@@ -296,7 +197,7 @@ def test_env_observes_modes(mode: str) -> None:
 
 
 def test_env_without_sleep_keeps_its_spaces() -> None:
-    c = farm_from_dict(_farm(sleep_a=None))
+    c = farm_from_dict(sleep_farm_dict(sleep_a=None))
     assert obs_size(c, "server") == c.n_servers + c.n_job_types
     assert ServerFarmEnv(c).observation_space.shape == (c.n_servers + c.n_job_types,)
 
@@ -305,7 +206,7 @@ def test_vector_env_with_sleep_matches_single_envs() -> None:
     """The vector env's compiled batch runs the right-sizing loop as the single env does."""
     from envs.vector import ServerFarmVectorEnv
 
-    c = farm_from_dict(_farm(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
+    c = farm_from_dict(sleep_farm_dict(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
     venv = ServerFarmVectorEnv(num_envs=2, scenario=c, action_mode="group", max_episode_steps=0)
     obs, infos = venv.reset(seed=[3, 4])
     envs = [ServerFarmEnv(c, action_mode="group") for _ in range(2)]

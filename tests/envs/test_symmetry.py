@@ -13,7 +13,7 @@ from baselines.registry import make_policy
 from envs.observation import decode_group_action, encode_occupancy
 from envs.scenarios import load_scenario
 from envs.symmetry import GroupView
-from tests.helpers import random_env_configs, random_occupancy
+from tests.helpers.farms import random_env_configs, random_occupancy
 
 FARMS = ["tiny", "pas-gap", "speed-scaling", "paper-100"]
 

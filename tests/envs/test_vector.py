@@ -229,6 +229,8 @@ def test_incremental_rates_stay_exact_and_are_resummed(scenario: str) -> None:
     re-sum over all servers up to rounding (and are re-summed every ``max(RESUM_STEPS, S)``
     steps, across which this runs)."""
     from envs import kernels as kn
+    from envs.kernels import layout
+    from envs.kernels.env_step import RESUM_STEPS
 
     env = gym.make("ServerFarm-v0", scenario=scenario, max_episode_steps=None).unwrapped
     env.reset(seed=0)
@@ -247,11 +249,11 @@ def test_incremental_rates_stay_exact_and_are_resummed(scenario: str) -> None:
             c += price[k] * pw[k, n]
         return np.array([w, p, c])
 
-    for steps in range(1, kn.RESUM_STEPS + 2):
+    for steps in range(1, RESUM_STEPS + 2):
         env.step(env.action_masks().argmax())
-        if steps in (1, 1000, kn.RESUM_STEPS, kn.RESUM_STEPS + 1):
+        if steps in (1, 1000, RESUM_STEPS, RESUM_STEPS + 1):
             np.testing.assert_allclose(
-                fs[[kn.WRATE, kn.PRATE, kn.CRATE]], resummed(), rtol=1e-12, atol=1e-12
+                fs[[layout.WRATE, layout.PRATE, layout.CRATE]], resummed(), rtol=1e-12, atol=1e-12
             )
 
 

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 import evaluate
-from baselines.ctmc import n_full_states
 from baselines.registry import make_policy
+from baselines.solvers.ctmc import n_full_states
 from envs import ServerFarmEnv, load_scenario
 from envs.observation import encode_occupancy
 from evaluation.exact import exact_evaluation, exact_unsupported_reason, policy_decisions
 from evaluation.harness import evaluate_exact
-from tests.helpers import expected_mask, expected_obs, random_env_configs
+from tests.helpers.env import expected_mask, expected_obs
+from tests.helpers.farms import random_env_configs
 
 # exact values (independent solvers, tests/baselines), copied here on purpose
 EXACT = {

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import evaluate
-from baselines.optimum import solve_lp
+from baselines.solvers.optimum import solve_lp
 from evaluation.frontier import frontier
-from tests.helpers import reference_farm
+from tests.helpers.exact import reference_farm
 
 TINY_OPTIMUM = 0.3289309341181227  # shared reference data
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from baselines.sleep_chain import SleepSpace
-from baselines.sleep_chain import solve_optimum as solve_sleep_optimum
-from baselines.slo_optimum import solve_slo
+from baselines.solvers.sleep_chain import SleepSpace
+from baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
+from baselines.solvers.slo_optimum import solve_slo
 from envs.scenarios import load_scenario
 from evaluation.leaderboard import format_markdown, leaderboard_csv
 from evaluation.suite import available_suites, load_suite, run_suite

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.ctmc import evaluate_policy
 from baselines.pas import pas_table
 from baselines.registry import make_policy
+from baselines.solvers.ctmc import evaluate_policy
 from envs.scenarios import load_scenario
 from evaluation.measure import (
     Estimate,
@@ -19,7 +19,7 @@ from evaluation.measure import (
     measure,
     replication_seeds,
 )
-from tests.helpers import ALPHA
+from tests.helpers.stats import ALPHA
 
 
 @pytest.mark.parametrize("mode", ["server", "group"])

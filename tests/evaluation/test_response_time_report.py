@@ -7,7 +7,7 @@ import csv
 import pytest
 
 import evaluate
-from baselines.ctmc import evaluate_policy
+from baselines.solvers.ctmc import evaluate_policy
 from envs.scenarios import load_scenario
 from evaluation.harness import evaluate_exact
 from evaluation.report import csv_rows, format_table

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from baselines.ctmc import evaluate_policy
-from baselines.slo_optimum import min_response_time, solve_slo
+from baselines.solvers.ctmc import evaluate_policy
+from baselines.solvers.slo_optimum import min_response_time, solve_slo
 from envs.config import farm_from_dict
 from evaluation.harness import evaluate
-from tests.helpers import reference_farm
+from tests.helpers.exact import reference_farm
 
 
 def widen(ci95: float, n: int) -> float:

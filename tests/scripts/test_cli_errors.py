@@ -19,7 +19,7 @@ import evaluate as evaluate_cli
 import sweep as sweep_cli
 import train
 from evaluation.report import atomic_write, check_output_paths
-from tests.helpers import exit_code
+from tests.helpers.scripts import exit_code
 
 MALFORMED = {
     # name: (file suffix, bytes, line the error must name)

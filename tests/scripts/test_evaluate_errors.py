@@ -12,7 +12,7 @@ import evaluate as evaluate_cli
 import sweep as sweep_cli
 from evaluation.rollout import MAX_REPLICATIONS, MAX_WINDOW_EPOCHS
 from evaluation.sweeps import MAX_WORK_UNITS
-from tests.helpers import exit_code
+from tests.helpers.scripts import exit_code
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from baselines.ctmc import GeneratorSolver
-from baselines.optimum import AggregatedSpace, solve_pi
+from baselines.solvers.ctmc import GeneratorSolver
+from baselines.solvers.optimum import AggregatedSpace, solve_pi
 from envs.config import farm_from_dict
 from envs.scenarios import load_preset
 from experiments import (

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.geo import load_geo_scenario
+from envs.scenarios import load_geo_scenario
 from experiments import geo_day
 from experiments.geo_farm import ms_per_time_unit
 

@@ -21,7 +21,7 @@ from agents.ppo_sb3.wrappers import TrainingWrapper
 from envs import ServerFarmEnv, load_scenario
 from evaluation.measure import Window, measure, replication_seeds
 
-# exact efficiencies (baselines.ctmc / reference-farms.yaml), copied here on purpose
+# exact efficiencies (baselines.solvers.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369
 
 FAST = [

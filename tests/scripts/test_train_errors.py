@@ -27,7 +27,7 @@ pytest.importorskip("sb3_contrib")
 import train
 from agents.common.checkpoints import list_checkpoints
 from agents.common.run_dir import LOCK_FILE, RunDirLock
-from tests.helpers import exit_code, resume_run
+from tests.helpers.scripts import exit_code, resume_run
 
 FAST = [
     "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",

@@ -25,7 +25,7 @@ import train
 from agents.common.checkpoints import list_checkpoints, read_evaluations
 from agents.ppo import PPOAgent, read_sidecar
 from agents.ppo.train import LeanTrainer
-from tests.helpers import best_sidecar, exit_code, resume_run
+from tests.helpers.scripts import best_sidecar, exit_code, resume_run
 
 FAST = [
     "--n-envs", "2", "--n-steps", "64", "--batch-size", "64", "--n-epochs", "2",

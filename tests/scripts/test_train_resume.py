@@ -16,7 +16,7 @@ pytest.importorskip("sb3_contrib")
 
 import train
 from agents.common.checkpoints import list_checkpoints, read_evaluations
-from tests.helpers import best_sidecar, exit_code, resume_run
+from tests.helpers.scripts import best_sidecar, exit_code, resume_run
 
 FAST = [
     "--trainer", "sb3",

@@ -20,8 +20,8 @@ from agents.ppo.slo import (
     simulated_slo,
 )
 from agents.ppo.trainer import LeanTrainer
-from baselines.aggregated import aggregated_efficiency, aggregated_response_time
-from baselines.ctmc import GeneratorSolver
+from baselines.solvers.aggregated import aggregated_efficiency, aggregated_response_time
+from baselines.solvers.ctmc import GeneratorSolver
 from envs.scenarios import load_scenario
 
 D = 0.9
@@ -116,7 +116,7 @@ def test_a_pas_clone_is_measured_missing_the_slo_and_not_kept():
 def test_train_py_meets_the_slo_near_the_constrained_optimum(tmp_path):
     """The acceptance run: ``python train.py --scenario tiny-slo`` (seed 0, the derived
     settings) keeps a model whose sampling policy meets the SLO exactly and is within 0.2% of
-    the exact SLO-constrained optimum (baselines.slo_optimum); every kept model meets it."""
+    the exact SLO-constrained optimum (baselines.solvers.slo_optimum); every kept model meets it."""
     import train
 
     summary = train.main(["--scenario", "tiny-slo", "--output-dir", str(tmp_path / "run"),

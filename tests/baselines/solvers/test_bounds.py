@@ -1,16 +1,17 @@
-"""The relaxation bound (baselines/bounds.py) is an upper bound on every admissible policy."""
+"""The relaxation bound (baselines/solvers/bounds.py) is an upper bound on every admissible
+policy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from baselines.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
-from baselines.optimum import estimate_size, solve
+from baselines.solvers.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
+from baselines.solvers.optimum import estimate_size, solve
 from envs.config import farm_from_dict
 from envs.scenarios import load_preset, random_farm
 from evaluation.references import reference_values
-from tests.helpers import REFERENCE, random_small_farm, reference_farm
+from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm, wide_farm_dict
 
 # exact optimal efficiencies from an independent solver (reference-farms data)
 EXACT_OPTIMUM = {
@@ -169,27 +170,11 @@ def test_job_types_with_the_same_groups_are_merged_without_changing_the_bound(ti
     np.testing.assert_allclose(r.group_flows[0::3], 3 * r.group_flows[2::3], rtol=1e-7, atol=1e-12)
 
 
-def _wide_farm(n_groups: int, n_types: int, groups_per_type: int) -> dict:
-    """``n_groups`` single servers and ``n_types`` job types, type j on the groups j, j+1, ...
-    (so at most ``n_groups`` distinct sets), at load 0.5."""
-    groups = [
-        {"name": f"g{k}", "count": 1, "service_rate": 1.0, "busy_power": 2.0 + 0.01 * (k % 5),
-         "idle_power": 1.0, "buffer": 1}
-        for k in range(n_groups)
-    ]  # fmt: skip
-    jobs = [
-        {"name": f"j{j}", "arrival_rate": 0.5 * n_groups / n_types,
-         "groups": [f"g{(j + i) % n_groups}" for i in range(groups_per_type)]}
-        for j in range(n_types)
-    ]  # fmt: skip
-    return {"name": f"wide-{n_groups}x{n_types}", "groups": groups, "job_types": jobs}
-
-
 def test_many_job_types_give_an_lp_of_the_distinct_group_sets():
     # 20,000 job types on 10 distinct sets: the LP of 10 types (it used to hold one flow per
     # type and level, and 1,000 types on one set already took a minute)
-    many = farm_from_dict(_wide_farm(10, 20_000, 3))
-    few = farm_from_dict(_wide_farm(10, 10, 3))
+    many = farm_from_dict(wide_farm_dict(10, 20_000, 3))
+    few = farm_from_dict(wide_farm_dict(10, 10, 3))
     r = relaxation_bound(many)
     assert r.n_variables == relaxation_bound(few).n_variables
     assert r.efficiency == pytest.approx(relaxation_bound(few).efficiency, rel=1e-9)
@@ -200,12 +185,12 @@ def test_many_job_types_give_an_lp_of_the_distinct_group_sets():
 @pytest.mark.parametrize("shape", [(10, 100_000, 2), (10_000, 1, 10_000)])
 def test_the_documented_extremes_are_solved(shape):
     # 100,000 job types, or 10,000 groups (MAX_LEVELS single-level groups): solved, not hung
-    r = relaxation_bound(farm_from_dict(_wide_farm(*shape)))
+    r = relaxation_bound(farm_from_dict(wide_farm_dict(*shape)))
     assert 0 < r.efficiency < np.inf
 
 
 def test_an_lp_over_the_size_limit_is_refused_before_it_is_built():
-    cfg = farm_from_dict(_wide_farm(1000, 1000, 2))
+    cfg = farm_from_dict(wide_farm_dict(1000, 1000, 2))
     nv, _ = bound_lp_size(cfg)
     with pytest.raises(BoundTooLarge, match=rf"{nv:,} variables .* above the limit of 5,000"):
         relaxation_bound(cfg, max_variables=5_000)
@@ -213,7 +198,7 @@ def test_an_lp_over_the_size_limit_is_refused_before_it_is_built():
 
 def test_an_lp_over_the_time_limit_is_stopped_with_a_named_error():
     # 6,000 variables: seconds of HiGHS time, far beyond the 1 ms limit
-    cfg = farm_from_dict(_wide_farm(1000, 1000, 2))
+    cfg = farm_from_dict(wide_farm_dict(1000, 1000, 2))
     with pytest.raises(BoundTooLarge, match=r"did not finish within 0.001 s"):
         relaxation_bound(cfg, time_limit_s=0.001)
 
@@ -228,7 +213,7 @@ def test_the_limits_are_checked(bad):
 
 
 def test_evaluation_skips_a_refused_bound_with_the_reason(monkeypatch):
-    monkeypatch.setattr("baselines.bounds.MAX_BOUND_VARIABLES", 10)
+    monkeypatch.setattr("baselines.solvers.bounds.MAX_BOUND_VARIABLES", 10)
     refs = reference_values(load_preset("tiny"), compute_optimum=False)
     assert refs["upper_bound"] is None
     assert "above the limit of 10 variables" in refs["upper_bound_reason"]

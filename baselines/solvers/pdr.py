@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from baselines.pdr_model import (
+from baselines.solvers.pdr_model import (
     DEFAULT_PIECES,
     EPS_KEYS,
     OBJECTIVES,

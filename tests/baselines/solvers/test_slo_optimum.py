@@ -1,4 +1,5 @@
-"""The SLO-constrained optimum (baselines/slo_optimum.py) and the ``slo:`` scenario field."""
+"""The SLO-constrained optimum (baselines/solvers/slo_optimum.py) and the ``slo:`` scenario
+field."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.aggregated import AggregatedSpace, aggregated_response_time, evaluate_aggregated
-from baselines.optimum import solve_lp
 from baselines.registry import make_policy
-from baselines.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
+from baselines.solvers.aggregated import (
+    AggregatedSpace,
+    aggregated_response_time,
+    evaluate_aggregated,
+)
+from baselines.solvers.optimum import solve_lp
+from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
 from envs.config import ConfigError, farm_from_dict
-from tests.helpers import random_small_farm, reference_farm
+from tests.helpers.exact import random_small_farm, reference_farm
 
 # unconstrained optima of the reference farms (independent exact solver; shared reference data)
 OPTIMUM = {

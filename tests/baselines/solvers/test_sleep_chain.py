@@ -1,4 +1,4 @@
-"""The exact right-sizing chains (baselines.sleep_chain) against closed forms, brute force,
+"""The exact right-sizing chains (baselines.solvers.sleep_chain) against closed forms, brute force,
 an independent per-server CTMC (tests/envs/test_sleep.py) and the simulator (tolerances from
 Student-t intervals over replications at 99.9%, fixed seeds)."""
 
@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from baselines.sleep_chain import (
+from baselines.solvers.sleep_chain import (
     OFF,
     SETUP,
     SleepSpace,
@@ -22,7 +22,7 @@ from baselines.sleep_chain import (
 )
 from envs.config import farm_from_dict
 from envs.simulator import FarmSimulator
-from tests.envs.test_sleep import SLEEP, _exact_priority_chain, _farm
+from tests.helpers.sleep import SLEEP, exact_priority_chain, sleep_farm_dict
 
 REPLICATIONS = 12
 T_QUANTILE = float(stats.t.ppf(0.9995, REPLICATIONS - 1))
@@ -53,8 +53,8 @@ def test_single_server_closed_form(lam, mu, gamma) -> None:
 
 def test_pas_and_tables_match_the_independent_chain() -> None:
     for sleeps in [(SLEEP, None), ({**SLEEP, "idle_timeout_rate": "inf"}, SLEEP)]:
-        c = farm_from_dict(_farm(*sleeps))
-        eff, en, et = _exact_priority_chain(c)
+        c = farm_from_dict(sleep_farm_dict(*sleeps))
+        eff, en, et = exact_priority_chain(c)
         r = evaluate_pas(c)
         assert r.efficiency == pytest.approx(eff, rel=1e-10)
         assert r.mean_jobs == pytest.approx(en, rel=1e-10)
@@ -64,7 +64,9 @@ def test_pas_and_tables_match_the_independent_chain() -> None:
 def _one_per_group():
     """Three single-server groups: a static (group, level) table of the simulator is then a
     function of the histogram (no index ties within a group)."""
-    d = _farm(SLEEP, {**SLEEP, "idle_timeout_rate": "inf", "setup_rate": 1.0}, counts=(1, 1))
+    d = sleep_farm_dict(
+        SLEEP, {**SLEEP, "idle_timeout_rate": "inf", "setup_rate": 1.0}, counts=(1, 1)
+    )
     d["groups"].append({"name": "c", "count": 1, "service_rate": 1.5, "busy_power": 3.0,
                         "idle_power": 0.5, "buffer": 2})  # fmt: skip
     d["job_types"][0]["groups"] = ["a", "b", "c"]
@@ -113,7 +115,7 @@ def _brute_force(space: SleepSpace) -> float:
 
 
 def test_lp_optimum_equals_brute_force_on_a_tiny_farm() -> None:
-    d = _farm({**SLEEP, "idle_timeout_rate": 2.0}, {**SLEEP, "idle_timeout_rate": "inf"},
+    d = sleep_farm_dict({**SLEEP, "idle_timeout_rate": 2.0}, {**SLEEP, "idle_timeout_rate": "inf"},
               buffers=(2, 1), counts=(1, 1))  # fmt: skip
     d["job_types"] = d["job_types"][:1]
     c = farm_from_dict(d)
@@ -124,7 +126,7 @@ def test_lp_optimum_equals_brute_force_on_a_tiny_farm() -> None:
 
 
 def test_optimum_dominates_pas_and_every_group_order() -> None:
-    c = farm_from_dict(_farm(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
+    c = farm_from_dict(sleep_farm_dict(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
     space = SleepSpace(c)
     opt, _ = solve_optimum(space)
     assert evaluate_pas(c).efficiency <= opt * (1 + 1e-9)
@@ -135,7 +137,7 @@ def test_optimum_dominates_pas_and_every_group_order() -> None:
 
 
 def test_classes_and_sizes() -> None:
-    c = farm_from_dict(_farm(SLEEP, None, buffers=(2, 2), counts=(2, 1)))
+    c = farm_from_dict(sleep_farm_dict(SLEEP, None, buffers=(2, 2), counts=(2, 1)))
     space = SleepSpace(c)
     modes = {x[0] for k, x in space.classes if k == 0}
     assert modes == {0, SETUP, OFF}

@@ -2,10 +2,10 @@
 
 The scenario's ``slo: {mean_response_time: D}`` (``envs.config.SLOConfig``) bounds the long-run
 mean response time of admitted jobs. By Little's law ``E[T] = E[N] / E[admitted rate]``, so on the
-aggregated chain of :mod:`baselines.aggregated` (exponential sizes, small farms) the constraint is
-``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and homogeneous,
-so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
-:func:`baselines.optimum.solve_lp` plus one inequality row::
+aggregated chain of :mod:`baselines.solvers.aggregated` (exponential sizes, small farms) the
+constraint is ``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and
+homogeneous, so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
+:func:`baselines.solvers.optimum.solve_lp` plus one inequality row::
 
     max  sum_m W(m) z(m)
     s.t. sum_m P(m) z(m) = 1
@@ -20,8 +20,9 @@ It is solved by HiGHS (``scipy.optimize.linprog``).
 stationary policy that randomises between two actions in at most one (state, job type) pair
 (a basic LP solution has one more basic variable than the unconstrained one). When the SLO binds
 the optimum usually *needs* that randomisation: no deterministic policy reaches it.
-:class:`SLOOptimalPolicy` plays it with its own seeded generator (``predict``'s default samples;
-see :class:`baselines.optimum.OptimalPolicy`); ``info["randomised_pairs"]`` counts the pairs.
+:class:`baselines.optimal.SLOOptimalPolicy` plays it with its own seeded generator
+(``predict``'s default samples; see :class:`baselines.optimal.OptimalPolicy`);
+``info["randomised_pairs"]`` counts the pairs.
 
 :func:`min_response_time` gives the smallest ``E[T]`` any admissible policy achieves (the same
 polytope, normalised by the admitted rate instead of the power); a ``D`` below it is infeasible
@@ -32,26 +33,24 @@ from __future__ import annotations
 
 import math
 import time
-from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from baselines.aggregated import (
+from baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_efficiency,
     aggregated_response_time,
     estimate_size,
     refuse_if_larger,
 )
-from baselines.ctmc import GeneratorSolver
-from baselines.optimum import DEFAULT_MAX_LP_VARIABLES, OptimalPolicy, OptimumSolution
+from baselines.solvers.ctmc import GeneratorSolver
+from baselines.solvers.optimum import DEFAULT_MAX_LP_VARIABLES, OptimumSolution
 from envs.config import FarmConfig
 
 __all__ = [
     "SLOInfeasibleError",
-    "SLOOptimalPolicy",
     "min_response_time",
     "slo_of",
     "solve_slo",
@@ -231,40 +230,3 @@ def solve_slo(
             "n_variables": nv,
         },
     )
-
-
-@lru_cache(maxsize=16)
-def _cached(config: FarmConfig, D: float, max_variables: int) -> OptimumSolution:
-    return solve_slo(config, D, max_variables=max_variables)
-
-
-class SLOOptimalPolicy(OptimalPolicy):
-    """``slo-optimal``: the exact SLO-constrained optimum, played as a randomised policy.
-
-    Args:
-        config: the farm (exponential sizes, small; its ``slo:`` gives D unless ``slo`` does).
-        action_mode, seed: as every policy; ``seed`` seeds the generator that samples the
-            randomised decision(s), so a run is reproducible.
-        slo: the bound D (default: the scenario's).
-        max_variables: the LP's size limit.
-
-    ``predict(obs, action_masks=..., deterministic=True)`` still samples where the optimum
-    randomises (its argmax could break the SLO); everywhere else it is deterministic.
-    """
-
-    name = "slo-optimal"
-
-    def __init__(
-        self,
-        config: FarmConfig,
-        action_mode: str = "server",
-        seed: int | None = None,
-        *,
-        slo: float | None = None,
-        max_variables: int = DEFAULT_MAX_LP_VARIABLES,
-    ):
-        D = slo_of(config, slo)
-        solution = _cached(config, D, int(max_variables))
-        super().__init__(config, action_mode, seed, solution=solution)
-        self.slo = D
-        self.mean_response_time = float(solution.info["mean_response_time"])

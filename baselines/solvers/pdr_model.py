@@ -1,6 +1,6 @@
 """The PDR model pieces (``docs/pdr.md``): the objectives, the M/M/1 delay and its secant
 linearisation, the solution record and what it implies (costs, routing probabilities).
-``baselines.pdr`` builds and solves the LPs from these.
+``baselines.solvers.pdr`` builds and solves the LPs from these.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact CTMC evaluation of fixed policies (baselines/ctmc.py)."""
+"""Exact CTMC evaluation of fixed policies (baselines/solvers/ctmc.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from baselines.ctmc import (
+from baselines.solvers.ctmc import (
     GeneratorSolver,
     evaluate_policy,
     n_full_states,
     occupancy_distribution,
 )
-from baselines.optimum import AggregatedSpace, evaluate_aggregated
+from baselines.solvers.optimum import AggregatedSpace, evaluate_aggregated
 from envs.config import farm_from_dict
-from tests.helpers import random_small_farm, reference_farm
+from tests.helpers.exact import random_small_farm, reference_farm
 
 # exact PAS efficiencies (smallest-index ties) of the reference farms, copied from the shared
 # reference data

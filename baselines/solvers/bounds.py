@@ -192,9 +192,9 @@ def check_bound_size(
         raise BoundTooLarge(
             f"scenario {config.name!r}: the relaxation-bound LP has {nv:,} variables and "
             f"{nc:,} constraints, above the limit of {limit:,} variables "
-            "(baselines.bounds.MAX_BOUND_VARIABLES); it grows with the distinct sets of groups "
-            "the job types may use x the buffers of those groups: use fewer distinct sets or "
-            "smaller buffers"
+            "(baselines.solvers.bounds.MAX_BOUND_VARIABLES); it grows with the distinct sets of "
+            "groups the job types may use x the buffers of those groups: use fewer distinct sets "
+            "or smaller buffers"
         )
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.aggregated import AggregatedSpace, aggregated_response_time, evaluate_aggregated
-from baselines.ctmc import evaluate_policy
-from baselines.optimum import solve_lp
+from baselines.solvers.aggregated import (
+    AggregatedSpace,
+    aggregated_response_time,
+    evaluate_aggregated,
+)
+from baselines.solvers.ctmc import evaluate_policy
+from baselines.solvers.optimum import solve_lp
 from envs.config import farm_from_dict
-from tests.helpers import random_small_farm, reference_farm
+from tests.helpers.exact import random_small_farm, reference_farm
 
 
 def one_server(mu: float, B: int, lam: float):

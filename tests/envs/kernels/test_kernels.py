@@ -17,11 +17,11 @@ import pytest
 
 from envs import kernels as kn
 from envs.config import FarmConfig, farm_from_dict
-from envs.kernels import schema
+from envs.kernels import layout, schema
 from envs.simulator import FarmSimulator
-from tests.helpers import pas_table
+from tests.helpers.farms import pas_table
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def overloaded_farm(size: str = "exponential") -> FarmConfig:
@@ -150,6 +150,7 @@ _CALLEE_SCRIPT = textwrap.dedent(
     """
     import numba
     from envs import kernels as kn
+    from envs.kernels import layout
     from envs.config import farm_from_dict
     from envs.simulator import FarmSimulator
 
@@ -161,8 +162,8 @@ _CALLEE_SCRIPT = textwrap.dedent(
     sim = FarmSimulator(c, seed=0)  # an empty farm
     sim.next_epoch()  # packed_run: re-sums W (recompute_rates), stops at the first arrival
     hits = sum(kn.packed_run.stats.cache_hits.values())
-    print(float(sim._fs[kn.WRATE]), hits, numba.config.CACHE_DIR, kn.packed_run._cache._cache_path,
-          sep="|")
+    print(float(sim._fs[layout.WRATE]), hits, numba.config.CACHE_DIR,
+          kn.packed_run._cache._cache_path, sep="|")
     """
 )
 
@@ -240,7 +241,7 @@ def test_python_views_match_the_kernels_layout() -> None:
         assert int(views["HSIZE"].sum()) == c.n_servers  # every server at exactly one level
         assert int(sim.packed[0][kn.H_ILEN]) == len(sim.packed[0])
     for name, slot in schema.SIM.items():
-        assert getattr(kn, name) == slot, name
+        assert getattr(layout, name) == slot, name
 
 
 def test_env_tables_must_all_be_given() -> None:

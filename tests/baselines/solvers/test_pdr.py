@@ -1,4 +1,5 @@
-"""PDR optimiser (baselines/pdr.py): hand-solved instances, constraints, frontier, monotonicity."""
+"""PDR optimiser (baselines/solvers/pdr.py): hand-solved instances, constraints, frontier,
+monotonicity."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.pdr import (
+from baselines.solvers.pdr import (
     DEFAULT_PIECES,
     PDRInfeasibleError,
     delay_lines,
@@ -21,7 +22,8 @@ from baselines.pdr import (
     solve_interval,
 )
 from envs.config import ConfigError
-from envs.geo import GeoConfig, geo_from_dict, load_geo_scenario
+from envs.geo import GeoConfig, geo_from_dict
+from envs.scenarios import load_geo_scenario
 
 T = 10.0  # interval length of the hand instances
 

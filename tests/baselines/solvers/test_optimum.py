@@ -1,5 +1,5 @@
-"""Exact optimum on the aggregated chain (baselines/optimum.py): LP, policy iteration, brute force,
-size refusal, and the OptimalPolicy decoder."""
+"""Exact optimum on the aggregated chain (baselines/solvers/optimum.py): LP, policy iteration,
+brute force, size refusal, and the OptimalPolicy decoder (baselines/optimal.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from baselines.optimum import (
+from baselines.optimal import OptimalPolicy
+from baselines.solvers.optimum import (
     AggregatedSpace,
-    OptimalPolicy,
     brute_force,
     estimate_size,
     evaluate_aggregated,
@@ -20,7 +20,7 @@ from baselines.optimum import (
 )
 from envs.config import FarmConfig, farm_from_dict
 from envs.observation import group_action, hist_offsets, level_offsets
-from tests.helpers import REFERENCE, random_small_farm, reference_farm
+from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm, wide_farm_dict
 
 
 def random_farms(n: int, max_states: int = 1500) -> list[FarmConfig]:
@@ -261,9 +261,8 @@ def test_a_refusal_of_an_astronomical_farm_shows_the_magnitude():
     # 10,000 groups: the aggregated LP's size has thousands of digits (the message printed all
     # of them, and Python cannot print past 4,300)
     from envs.config import farm_from_dict
-    from tests.baselines.test_bounds import _wide_farm
 
-    cfg = farm_from_dict(_wide_farm(10_000, 1, 10_000))
+    cfg = farm_from_dict(wide_farm_dict(10_000, 1, 10_000))
     with pytest.raises(ValueError, match=r"the aggregated LP has about 10\^30\d\d variables") as e:
         solve(cfg)
     assert len(str(e.value)) < 400
