@@ -37,6 +37,7 @@ from baselines.solvers.aggregated import (
     aggregated_response_time,
 )
 from baselines.solvers.ctmc import GeneratorSolver
+from baselines.solvers.slo_optimum import solve_slo
 from envs.config import FarmConfig
 from envs.observation import encode_occupancy
 from envs.slo import default_multiplier, update_multiplier
@@ -233,8 +234,6 @@ def slo_summary(slo: SLORun, history: list[dict[str, Any]], kept_steps: int) -> 
                            "kept": None if kept is None else kept | {"timesteps": kept_steps},
                            "kept_is_start": kept_steps == 0}  # fmt: skip
     if slo.space is not None:
-        from baselines.solvers.slo_optimum import solve_slo
-
         opt = solve_slo(slo.space.config)
         out["optimum"] = {"efficiency": opt.value,
                           "mean_response_time": float(opt.info["mean_response_time"]),
