@@ -28,6 +28,10 @@ mode for these ids). Semantics, per env, are exactly those of ``ServerFarmEnv`` 
   Running eta, as in the single env, carries over autoresets; a seeded ``reset`` restarts it.
 * **SLO**: ``slo_multiplier`` (and the settable attribute) is the single env's: one beta for
   every env, the Lagrangian reward of ``ServerFarmEnv``'s Rewards section.
+* **Jobs in the system**: :attr:`ServerFarmVectorEnv.job_area` is each env's time integral of
+  the number of jobs in the system over its last step (the SLO reward's ``N dt``; summed over
+  accepted jobs it gives E[T] by Little's law). A property read from the step's output row,
+  not an info key: the info dict stays as the single env's, and a step pays nothing for it.
 * **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``
   (what the project's torch trainers index with); ``infos["action_mask"]`` holds the single
   env's ``int8`` masks, stacked.
@@ -363,7 +367,11 @@ class ServerFarmVectorEnv(VectorEnv):
         final_obs = np.full(self.num_envs, None, dtype=object)
         for i in np.flatnonzero(done):
             final_obs[i] = self._obs[i].copy()
+        area = self._out[:, kn.X_JOBAREA].copy()
         kn.vec_reset(self._ibuf, self._fbuf, self._obs, self._mask, done, self._tag)
+        # the reset zeroes the row's area; job_area reports the step that ended the episode
+        # (the next step overwrites the slot, nothing else reads it)
+        self._out[:, kn.X_JOBAREA] = area
         new = self._infos()
         new["final_obs"], new["_final_obs"] = final_obs, done.copy()
         new["final_info"], new["_final_info"] = _only(infos, done), done.copy()
@@ -439,6 +447,15 @@ class ServerFarmVectorEnv(VectorEnv):
     @slo_multiplier.setter
     def slo_multiplier(self, beta: float) -> None:
         self._template.slo_multiplier = beta
+
+    @property
+    def job_area(self) -> NDArray[np.float64]:
+        """``float64[num_envs]``: each env's time integral of the jobs in the system over its
+        last step (0 after a reset, and at a NEXT_STEP autoreset step). The SLO reward's
+        ``N dt``; its sum over a rollout divided by the jobs accepted is the rollout's mean
+        response time (Little's law)."""
+        area: NDArray[np.float64] = self._out[:, kn.X_JOBAREA].copy()  # (.copy() is untyped)
+        return area
 
     @property
     def n_invalid(self) -> NDArray[np.int64]:

@@ -55,7 +55,6 @@ from agents.ppo.config import LARGE_FARM_EPOCHS_PER_DURATION, LeanPPOConfig, aut
 from agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
 from baselines.registry import make_policy
 from envs.config import FarmConfig, farm_from_dict
-from envs.kernels import X_JOBAREA
 from envs.scenarios import load_scenario
 from envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
 from evaluation.harness import epochs_per_duration
@@ -190,8 +189,7 @@ class LeanPPO:
             buf["rewards"][t] = torch.from_numpy(r.astype(np.float32))
             work += float(info["work"].sum())
             energy += float(info["energy"].sum())
-            # the step's time integral of N (the SLO's reward term; no info key carries it)
-            area += float(venv._out[:, X_JOBAREA].sum())
+            area += float(venv.job_area.sum())  # the step's integral of N (Little's law)
             obs = torch.from_numpy(o)
         self._obs = obs.numpy()
         with torch.no_grad():

@@ -460,3 +460,47 @@ def test_fallback_warns_once_and_penalty_in_the_vector_env() -> None:
             np.testing.assert_array_equal(r2, r1 - 3.0 * i1["invalid_action"])
             np.testing.assert_array_equal(i1["invalid_actions"], i2["invalid_actions"])
     assert len(record) == 1 and i1["invalid_actions"].sum() > 0
+
+
+def _masked_random(venv: ServerFarmVectorEnv, rng: np.random.Generator) -> np.ndarray:
+    m = venv.action_masks()
+    return np.array([rng.choice(np.flatnonzero(r)) if r.any() else 0 for r in m])
+
+
+def test_job_area_is_littles_law_of_the_mean_response_time() -> None:
+    """``job_area`` summed since the reset over the jobs accepted (arrivals with a vacancy) is
+    the info's mean response time, the single env's Little's law, env by env."""
+    venv = ServerFarmVectorEnv(3, "tiny-slo", max_episode_steps=None)
+    rng = np.random.default_rng(0)
+    venv.reset(seed=5)
+    area, accepted = np.zeros(3), np.zeros(3)
+    info: dict[str, Any] = {}
+    for _ in range(200):
+        accepted += venv.action_masks().any(-1)
+        _, _, _, _, info = venv.step(_masked_random(venv, rng))
+        area += venv.job_area
+    assert (area > 0).all()
+    np.testing.assert_allclose(area / accepted, info["mean_response_time"], rtol=1e-12)
+
+
+def test_job_area_is_the_lagrangian_term_and_survives_a_same_step_reset() -> None:
+    """The reward with beta is the reward without it minus beta job_area / reward_scale; in
+    SAME_STEP mode the step that ends an episode still reports its own area (the NEXT_STEP
+    env's), not the new episode's 0."""
+    kw: dict[str, Any] = {"max_episode_steps": 5}
+    plain = ServerFarmVectorEnv(2, "tiny-slo", **kw)
+    priced = ServerFarmVectorEnv(2, "tiny-slo", **kw)
+    same = ServerFarmVectorEnv(2, "tiny-slo", autoreset_mode="SameStep", **kw)
+    plain.slo_multiplier, priced.slo_multiplier = 0.0, 0.7  # (an SLO farm starts at 1/D)
+    for v in (plain, priced, same):
+        v.reset(seed=3)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        a = _masked_random(plain, rng)
+        r0, r1 = plain.step(a)[1], priced.step(a)[1]
+        trunc = same.step(a)[3]
+        np.testing.assert_allclose(
+            r1, r0 - 0.7 * plain.job_area / plain._template.reward_scale, rtol=1e-12
+        )
+        np.testing.assert_array_equal(same.job_area, plain.job_area)
+    assert trunc.all() and (same.job_area > 0).all()
