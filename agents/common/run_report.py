@@ -18,7 +18,9 @@ from evaluation.report import save_figure
 
 __all__ = [
     "check_against_start",
+    "check_slo",
     "describe_change",
+    "describe_slo",
     "format_report",
     "plot_learning_curves",
     "provenance",
@@ -62,14 +64,71 @@ def describe_change(change: dict[str, Any]) -> str:
     return f"{diff}, i.e. {cmp.describe('the start')}"
 
 
+def describe_slo(block: dict[str, Any]) -> list[str]:
+    """The report's lines of a run trained to an SLO (the summary's ``slo`` block): the start,
+    the kept model (efficiency, E[T], whether it meets the SLO), the exact SLO-constrained
+    optimum and the kept model's gap to it, and beta's final value."""
+
+    def one(e: dict[str, Any] | None) -> str:
+        if e is None:
+            return "not measured"
+        ci = f" +- {e['ci95']:.6f}" if e["ci95"] else ""
+        tci = f" +- {e['mean_response_time_ci95']:.4f}" if e["mean_response_time_ci95"] else ""
+        met = "meets" if e["slo_met"] else "MISSES"
+        return (f"efficiency {e['efficiency']:.6f}{ci} at E[T] {e['mean_response_time']:.4f}"
+                f"{tci} ({e['method']}; {met} the SLO)")  # fmt: skip
+
+    D = block["mean_response_time_bound"]
+    lines = [f"  SLO E[T] <= {D:g}: the sampling policies (the network's, not its argmax)",
+             f"    {'start':<28} {one(block['start'])}"]  # fmt: skip
+    if block["kept_is_start"]:
+        lines.append("    kept: the start; PPO found no improvement that meets the SLO")
+    else:
+        kept = block["kept"]
+        lines.append(f"    {'kept (' + format(kept['timesteps'], ',') + ' steps)':<28} {one(kept)}")
+    opt = block.get("optimum")
+    if opt is not None:
+        lines.append(f"    {'SLO-constrained optimum':<28} efficiency {opt['efficiency']:.6f} at "
+                     f"E[T] {opt['mean_response_time']:.4f} (exact)")  # fmt: skip
+        gap = block.get("gap_to_optimum_pct")
+        gap_s = "n/a (no kept model)" if gap is None else f"{round(gap, 3) + 0.0:.3f}%"
+        lines.append(f"    gap of the kept model to the SLO-constrained optimum: {gap_s}")
+    else:
+        lines.append("    SLO-constrained optimum: not computed (a simulated farm)")
+    mult = block.get("multiplier")
+    if mult is not None and mult["final"] is not None:
+        lines.append(f"    multiplier beta: final {mult['final']:.4g} after "
+                     f"{len(mult['rollouts'])} rollouts (dual ascent step {mult['step_size']:.4g})")  # fmt: skip
+    return lines
+
+
+def _gap_line(s: dict[str, Any], who: str, slo: bool) -> str:
+    """The gaps of the kept model's deterministic policy to PAS, the optimum and the bound;
+    for an SLO run named as what they are against (references that ignore the SLO)."""
+    best = s["best"]
+    pas, opt = ("PAS (no SLO)", "the optimum without the SLO") if slo else ("PAS", "optimum")
+    parts = [f"{who} vs {pas}: {best['gap_to_pas_pct']:+.3f}%"]
+    if best["gap_to_optimum_pct"] is not None:
+        # a model at the optimum can measure 1e-12 above it: print 0.000, not -0.000
+        parts.append(f"gap to {opt}: {round(best['gap_to_optimum_pct'], 3) + 0.0:.3f}%")
+    if best["pas_gap_closed"] is not None and not slo:
+        parts.append(f"share of PAS's gap closed: {100 * best['pas_gap_closed']:.0f}%")
+    if best["gap_to_bound_pct"] is not None:
+        parts.append(f"gap to bound: {best['gap_to_bound_pct']:.3f}%")
+    return "  " + "   ".join(parts)
+
+
 def format_report(s: dict[str, Any]) -> str:
     """The human summary printed at the end of a run. The start (the clone of a teacher, or a
     random init) and what PPO's updates changed are separate lines: a kept step-0 model is
-    the start, never a PPO result (tests/agents/common/test_run_report.py pins the lines)."""
+    the start, never a PPO result (tests/agents/common/test_run_report.py pins the lines).
+    A run trained to an SLO (``summary["slo"]``) leads with its SLO block; the lines after it
+    measure the deterministic policies against references that ignore the SLO, and say so."""
     refs, best = s["references"], s["best"]
     prov = provenance(s)
     start, label = prov["start"], start_label(prov["start"]["teacher"])
     ppo_kept = prov["kept"] == "ppo"
+    slo = s.get("slo")
     lines = [
         "",
         f"scenario {s['scenario']} ({s['action_mode']} actions"
@@ -77,9 +136,14 @@ def format_report(s: dict[str, Any]) -> str:
         + f"), seed {s['seed']}: "
         f"{s['timesteps']:,} timesteps, training {s['learn_wall_s']:.0f} s, "
         f"total {s['total_wall_s']:.0f} s wall ({s['total_cpu_s']:.0f} s CPU)",
-        f"  {'start (' + label + ')':<30} "
-        + (f"efficiency {_fmt(start)}" if "efficiency" in start else "not measured"),
     ]
+    if slo is not None:
+        lines += describe_slo(slo)
+        lines.append("  the argmax policies, against references without the SLO:")
+    lines.append(
+        f"  {'start (' + label + ')':<30} "
+        + (f"efficiency {_fmt(start)}" if "efficiency" in start else "not measured")
+    )
     if ppo_kept:
         kept_label = f"PPO (best model, {best['timesteps']:,} steps)"
         lines += [
@@ -92,29 +156,22 @@ def format_report(s: dict[str, Any]) -> str:
         if conf:  # the model PPO's selection kept, measured against the start on other seeds
             cmp = describe_change(conf["kept_vs_start"])
             lines.append(f"  confirmation: the model of {conf['kept_timesteps']:,} steps: {cmp}")
+    opt_label = "optimum" if slo is None else "optimum (no SLO)"
     lines += [
         f"  {'PPO (final model)':<30} efficiency {_fmt(s['final'])}",
         f"  {'PAS':<30} efficiency {_fmt(refs['pas'])}",
     ]
     if refs["optimum"] is not None:
-        lines.append(f"  {'optimum':<30} efficiency {refs['optimum']:.6f} (exact)")
+        lines.append(f"  {opt_label:<30} efficiency {refs['optimum']:.6f} (exact)")
     else:
-        lines.append(f"  {'optimum':<30} {refs['optimum_note']}")
+        lines.append(f"  {opt_label:<30} {refs['optimum_note']}")
     if refs["upper_bound"] is not None:
         lines.append(f"  {'upper bound (relaxation)':<30} efficiency {refs['upper_bound']:.6f}")
-    who = "PPO" if ppo_kept else "start"
-    parts = [f"{who} vs PAS: {best['gap_to_pas_pct']:+.3f}%"]
-    if best["gap_to_optimum_pct"] is not None:
-        # a model at the optimum can measure 1e-12 above it: print 0.000, not -0.000
-        parts.append(f"gap to optimum: {round(best['gap_to_optimum_pct'], 3) + 0.0:.3f}%")
-    if best["pas_gap_closed"] is not None:
-        parts.append(f"share of PAS's gap closed: {100 * best['pas_gap_closed']:.0f}%")
-    if best["gap_to_bound_pct"] is not None:
-        parts.append(f"gap to bound: {best['gap_to_bound_pct']:.3f}%")
-    lines.append("  " + "   ".join(parts))
+    lines.append(_gap_line(s, "PPO" if ppo_kept else "start", slo is not None))
     if s.get("verdict"):  # the lean trainer's paired comparison (exact, or on fresh seeds)
         kept = "PPO (best model)" if ppo_kept else f"the start ({label})"
-        lines.append(f"  verdict: {kept} vs PAS {s['verdict']}")
+        vs = "PAS" if slo is None else "PAS (argmax, no SLO)"
+        lines.append(f"  verdict: {kept} vs {vs} {s['verdict']}")
     p = s["paths"]
     lines += [
         f"  model: {best['path']} (final: {s['final']['path']})",
@@ -128,7 +185,11 @@ def check_against_start(s: dict[str, Any], final_too: bool = False) -> list[str]
     """What is wrong with a run's result against its start (empty: nothing): the kept model
     below the start (exact: by more than the exact comparison's tolerance; simulated: the
     paired 95% interval below 0), and with ``final_too`` the final model below the start.
-    A lean run's summary only (it records its start)."""
+    A lean run's summary only (it records its start). A run trained to an SLO is checked on
+    its SLO block (:func:`check_slo`): its selection is on the sampling policies, so its
+    deterministic policy may legitimately be below the start's."""
+    if s.get("slo") is not None:
+        return check_slo(s["slo"])
     prov = provenance(s)
     start = prov["start"]
     if "efficiency" not in start:
@@ -147,6 +208,49 @@ def check_against_start(s: dict[str, Any], final_too: bool = False) -> list[str]
     return problems
 
 
+def check_slo(block: dict[str, Any]) -> list[str]:
+    """What is wrong with an SLO run's kept model (empty: nothing): it misses the SLO, or its
+    sampling policy is less efficient than the start's that meets the SLO (exact: beyond the
+    exact comparison's tolerance; simulated: by more than the two 95% half-widths)."""
+    kept, start = block.get("kept"), block.get("start")
+    if kept is None:
+        return ["the SLO run kept no model that meets the SLO"]
+    problems = []
+    if not kept["slo_met"]:
+        problems.append(
+            f"the kept model misses the SLO: E[T] {kept['mean_response_time']:.4f} > "
+            f"{block['mean_response_time_bound']:g}"
+        )
+    if start is not None and start["slo_met"]:
+        ref = float(start["efficiency"])
+        tol = (
+            EXACT_RTOL * abs(ref)
+            if kept["method"] == "exact"
+            else float(kept["ci95"]) + float(start["ci95"])
+        )
+        if float(kept["efficiency"]) < ref - tol:
+            problems.append(
+                f"the kept model's sampling policy ({kept['efficiency']:.6f}) is below its "
+                f"start's ({ref:.6f}), which meets the SLO"
+            )
+    return problems
+
+
+def _ok_line(s: dict[str, Any]) -> str:
+    prov = provenance(s)
+    what = "PPO's model" if prov["kept"] == "ppo" else "the start"
+    label = start_label(prov["start"]["teacher"])
+    slo = s.get("slo")
+    if slo is None:
+        return f"kept {what}; not below the start ({label})"
+    k = slo["kept"]
+    return (
+        f"kept {what}; meets the SLO E[T] <= {slo['mean_response_time_bound']:g} "
+        f"(E[T] {k['mean_response_time']:.4f}, {k['method']}) and its sampling policy is not "
+        f"below the start's ({label})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m agents.common.run_report --check runs/tiny-server-s0/summary.json``: exit 1 (and
     say why) when the run's result is below its start, 0 otherwise."""
@@ -160,14 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         p.error(f"--check: no file {path}; give a run's summary.json")
     s = json.loads(path.read_text())
+    if ns.final_too and s.get("slo") is not None:
+        # the final model's sampling policy is not measured against the SLO
+        p.error("--final-too: an SLO run's summary measures only its kept model against the "
+                "SLO; drop --final-too")  # fmt: skip
     problems = check_against_start(s, ns.final_too)
     for msg in problems:
         print(f"{path}: {msg}", file=sys.stderr)
     if not problems:
-        prov = provenance(s)
-        what = "PPO's model" if prov["kept"] == "ppo" else "the start"
-        label = start_label(prov["start"]["teacher"])
-        print(f"{path}: kept {what}; not below the start ({label})")
+        print(f"{path}: {_ok_line(s)}")
     return 1 if problems else 0
 
 

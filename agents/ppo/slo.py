@@ -245,35 +245,3 @@ def slo_summary(slo: SLORun, history: list[dict[str, Any]], kept_steps: int) -> 
         out["multiplier"] = {"step_size": slo.dual.step, "final": hist[-1][2] if hist else None,
                              "rollouts": [list(h) for h in hist]}  # fmt: skip
     return out
-
-
-def describe_slo(block: dict[str, Any]) -> str:
-    """The report's SLO lines: the start, the kept model (E[T], slo_met), the optimum, the gap."""
-
-    def one(e: dict[str, Any] | None) -> str:
-        if e is None:
-            return "not measured"
-        ci = f" +- {e['ci95']:.5f}" if e["ci95"] else ""
-        tci = f" +- {e['mean_response_time_ci95']:.4f}" if e["mean_response_time_ci95"] else ""
-        met = "meets" if e["slo_met"] else "MISSES"
-        return (f"{e['efficiency']:.5f}{ci} at E[T] {e['mean_response_time']:.4f}{tci} "
-                f"({e['method']}; {met} the SLO)")  # fmt: skip
-
-    D = block["mean_response_time_bound"]
-    lines = [f"SLO E[T] <= {D:g}: sampling policies (the network's, not its argmax)",
-             f"  start ({'kept' if block['kept_is_start'] else 'step 0'}): {one(block['start'])}"]  # fmt: skip
-    if block["kept_is_start"]:
-        lines.append("  kept: the start; PPO found no improvement that meets the SLO")
-    else:
-        lines.append(f"  kept ({block['kept']['timesteps']:,} steps): {one(block['kept'])}")
-    opt = block.get("optimum")
-    if opt is not None:
-        gap = block.get("gap_to_optimum_pct")
-        lines.append(f"  SLO-constrained optimum {opt['efficiency']:.5f} at E[T] "
-                     f"{opt['mean_response_time']:.4f} (exact); gap of the kept model "
-                     + ("n/a" if gap is None else f"{gap:.3f}%"))  # fmt: skip
-    mult = block.get("multiplier")
-    if mult is not None and mult["final"] is not None:
-        lines.append(f"  multiplier beta: step {mult['step_size']:.4g}, final {mult['final']:.4g} "
-                     f"after {len(mult['rollouts'])} rollouts")  # fmt: skip
-    return "\n".join(lines)

@@ -129,10 +129,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     """
     run = _build(a, config)
     _learn(run)
-    summary = _verdict(run, derived)
-    if run.slo is not None:
-        print(slo_training.describe_slo(summary["slo"]))
-    return summary
+    return _verdict(run, derived)
 
 
 def _build(a: Any, config: FarmConfig) -> LeanRun:

@@ -159,3 +159,72 @@ def test_the_check_command_exits_1_below_the_start(tmp_path, capsys) -> None:
     assert main(["--check", str(path)]) == 0
     assert main(["--check", str(path), "--final-too"]) == 1
     assert "is below its start" in capsys.readouterr().err
+
+
+def _slo_summary(kept_steps: int = 0, kept_eff: float = 0.319982, met: bool = True) -> dict:
+    """A tiny-slo summary (its numbers from ``train.py --scenario tiny-slo``): the SLO block,
+    the argmax lines measured against the unconstrained references."""
+    s = _kept_start() if kept_steps == 0 else _summary(2.3, best_steps=kept_steps)
+    s |= {"scenario": "tiny-slo", "started_from": "slo-optimal", "verdict": "-1.863% (exact)"}
+    s["start"] |= {"teacher": "slo-optimal"}
+    s["best"] |= {"gap_to_optimum_pct": 2.338, "gap_to_pas_pct": -1.863}
+
+    def est(eff: float, et: float, ok: bool) -> dict:
+        return {"efficiency": eff, "ci95": 0.0, "mean_response_time": et,
+                "mean_response_time_ci95": 0.0, "method": "exact", "slo": 0.9, "slo_met": ok}  # fmt: skip
+
+    start = est(0.319982, 0.8964, True)
+    kept = start if kept_steps == 0 else est(kept_eff, 0.8991 if met else 0.95, met)
+    s["slo"] = {
+        "mean_response_time_bound": 0.9, "start": start,
+        "kept": kept | {"timesteps": kept_steps}, "kept_is_start": kept_steps == 0,
+        "optimum": {"efficiency": 0.320270, "mean_response_time": 0.9, "source": "exact"},
+        "gap_to_optimum_pct": 100 * (0.320270 - kept["efficiency"]) / 0.320270,
+        "multiplier": {"step_size": 1.111, "final": 1.0855, "rollouts": [[4096, 0.88, 1.09]] * 2},
+    }  # fmt: skip
+    return s
+
+
+def test_an_slo_run_leads_with_its_slo_block_and_names_the_unconstrained_references() -> None:
+    lines = format_report(_slo_summary()).splitlines()
+    assert lines[2:8] == [
+        "  SLO E[T] <= 0.9: the sampling policies (the network's, not its argmax)",
+        "    start                        efficiency 0.319982 at E[T] 0.8964 (exact; meets the SLO)",
+        "    kept: the start; PPO found no improvement that meets the SLO",
+        "    SLO-constrained optimum      efficiency 0.320270 at E[T] 0.9000 (exact)",
+        "    gap of the kept model to the SLO-constrained optimum: 0.090%",
+        "    multiplier beta: final 1.085 after 2 rollouts (dual ascent step 1.111)",
+    ]
+    text = "\n".join(lines)
+    # the unconstrained optimum's gap is never the headline: not the CI's gap line, and named
+    assert not _matches(GAP_LINE, text)
+    assert "  start vs PAS (no SLO): -1.863%   gap to the optimum without the SLO: 2.338%" in text
+    assert "  optimum (no SLO)               efficiency 0.328931 (exact)" in lines
+
+
+def test_an_slo_run_keeping_a_ppo_model_reports_its_measure() -> None:
+    text = format_report(_slo_summary(kept_steps=8192, kept_eff=0.320100))
+    assert (
+        "    kept (8,192 steps)           efficiency 0.320100 at E[T] 0.8991 (exact; meets the SLO)"
+        in text.splitlines()
+    )
+    assert "gap of the kept model to the SLO-constrained optimum: 0.053%" in text
+
+
+def test_the_check_of_an_slo_run_judges_its_slo_block(tmp_path, capsys) -> None:
+    assert check_against_start(_slo_summary()) == []
+    # a deterministic policy below the start's is no failure where the SLO selection kept it
+    ok = _slo_summary(kept_steps=8192, kept_eff=0.320100)
+    ok["ppo_change"] |= {"diff": -0.0002, "gap_pct": -0.06, "verdict": "worse"}
+    assert check_against_start(ok) == []
+    (msg,) = check_against_start(_slo_summary(kept_steps=8192, kept_eff=0.3199))
+    assert msg == (
+        "the kept model's sampling policy (0.319900) is below its start's (0.319982), which "
+        "meets the SLO"
+    )
+    (msg,) = check_against_start(_slo_summary(kept_steps=8192, kept_eff=0.3201, met=False))
+    assert msg == "the kept model misses the SLO: E[T] 0.9500 > 0.9"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(_slo_summary()))
+    assert main(["--check", str(path)]) == 0
+    assert "meets the SLO E[T] <= 0.9 (E[T] 0.8964, exact)" in capsys.readouterr().out
