@@ -32,11 +32,13 @@ from evaluation.harness import epochs_per_duration
 __all__ = [
     "INITS",
     "RULES",
+    "SLO_INITS",
     "FarmSettings",
     "Rules",
     "derive_action_mode",
     "derive_settings",
     "policy_warmup",
+    "slo_init",
     "train_scale",
 ]
 
@@ -159,8 +161,10 @@ class FarmSettings:
         return lines
 
 
+#: the starts of a farm with an SLO (agents.ppo.slo.slo_teacher): policies that meet it
+SLO_INITS = ("slo-optimal", "slo-mix")
 #: the policies a run may clone first (train.py --init)
-INITS = ("pas", "pas-price", "best-priority", "generalist", "random")
+INITS = ("pas", "pas-price", "best-priority", "generalist", "random", *SLO_INITS)
 
 
 def policy_warmup(config: FarmConfig, rules: Rules = RULES) -> int:
@@ -279,22 +283,48 @@ INIT_REASONS = {
     "generalist": "behaviour cloning on the shipped generalist network's decisions (alone)",
     "pas-price": "behaviour cloning on price-aware PAS's decisions",
     "random": "uniform (orthogonal initialisation)",
+    "slo-optimal": "the farm has an SLO and training meets it (agents.ppo.slo): the start is "
+    "the exact SLO-constrained optimum (a randomised policy, cloned by its probabilities), "
+    "where the aggregated chain measures the network exactly (a group or tied network on an "
+    "exactly solvable farm without sleep; otherwise slo-mix); PAS and the priority tables "
+    "may miss the SLO",
+    "slo-mix": "the farm has an SLO and training meets it (agents.ppo.slo): the start is the "
+    "searched mix of two orders that meets it (cloned by its probabilities); the exact "
+    "SLO-constrained optimum needs an exactly solvable farm without sleep",
 }
 
 
-def _init(exact: bool, rules: Rules, why: dict[str, str]) -> str:
-    """The policy cloned first: ``rules.init`` on exactly evaluated farms, else
+def slo_init(config: FarmConfig, action_mode: str) -> str:
+    """The start of training to ``config``'s SLO, as ``agents.ppo.slo.slo_teacher`` picks it
+    for the default network (server actions train the tied group network): ``slo-optimal``
+    where the aggregated chain is solved, else ``slo-mix``."""
+    group_net = action_mode in ("group", "server")  # server: tied (LeanArgs.server_network)
+    chain = group_net and exact_unsupported_reason(config) is None and not config.has_sleep
+    return "slo-optimal" if chain else "slo-mix"
+
+
+def _init(config: FarmConfig, action_mode: str, exact: bool, rules: Rules,
+          why: dict[str, str]) -> str:  # fmt: skip
+    """The policy cloned first: a farm with an SLO starts from a policy that meets it
+    (:func:`slo_init`); otherwise ``rules.init`` on exactly evaluated farms, else
     ``rules.init_simulated``."""
-    init = rules.init if exact else rules.init_simulated
     for name, value in (("init", rules.init), ("init_simulated", rules.init_simulated)):
         if value not in INITS:
             raise ValueError(f"rules.{name}: choose one of {', '.join(INITS)}, got {value!r}")
-    why["init"] = INIT_REASONS[init] + (
-        " (exactly evaluated farm)" if exact else " (simulated farm)"
-    )
+    if config.slo is not None:
+        init = slo_init(config, action_mode)
+        why["init"] = INIT_REASONS[init]
+    else:
+        init = rules.init if exact else rules.init_simulated
+        why["init"] = INIT_REASONS[init] + (
+            " (exactly evaluated farm)" if exact else " (simulated farm)"
+        )
     why["pas_confidence"] = (
         "the clone's logits scaled until its action is sampled this far from uniform to "
         "certain: the deterministic policy stays the clone's, the sampling policy explores"
+        if config.slo is None
+        else "unused with an SLO: its start is cloned by its probabilities (softening them "
+        "would change its E[T])"
     )
     return init
 
@@ -374,7 +404,7 @@ def derive_settings(
     scale, gamma, horizon = _discount(config, action_mode, rules, why)
     per, total = _rollouts(horizon, rules, why)
     reason = exact_unsupported_reason(config, rules.exact_max_states)
-    init = _init(reason is None, rules, why)
+    init = _init(config, action_mode, reason is None, rules, why)
     evaluation = _evaluation(config, rules, reason, total, per, why)
     warmup = int(_clamp(math.ceil(rules.warmup_durations * epd), rules.warmup_min_epochs,
                         rules.warmup_max_epochs))  # fmt: skip

@@ -189,12 +189,29 @@ class SLOSelector:
         return False
 
 
-def slo_teacher(trainer: Any, space: AggregatedSpace | None, seed: int) -> Any:
-    """The start that meets the SLO, in the network's action mode: the exact constrained
-    optimum (``slo-optimal``, a randomised policy) where the chain is solved, else the searched
-    mix of two orders (``slo-mix``); its draws seeded by ``seed`` (the clone is reproducible)."""
-    name = "slo-optimal" if space is not None else "slo-mix"
-    return make_policy(name, trainer.config, trainer.cfg.action_mode, seed=seed)
+def slo_teacher(
+    trainer: Any, space: AggregatedSpace | None, seed: int, init: str = "slo-optimal"
+) -> tuple[Any, str | None]:
+    """The start that meets the SLO, in the network's action mode, and a note where it is not
+    ``init``: the exact constrained optimum (``slo-optimal``, a randomised policy) where the
+    chain is solved, else the searched mix of two orders (``slo-mix``, also on request); its
+    draws seeded by ``seed`` (the clone is reproducible).
+
+    Raises:
+        ValueError: ``init`` neither of them (PAS and the tables may miss the SLO).
+    """
+    if init not in ("slo-optimal", "slo-mix"):
+        raise ValueError(
+            f"--init {init}: training to the farm's SLO starts from a policy that meets it: "
+            "--init slo-optimal or slo-mix (the derived setting), or random; or train "
+            "without the SLO (--objective cost, or a farm without slo:)"
+        )
+    name, note = init, None
+    if init == "slo-optimal" and space is None:
+        name = "slo-mix"
+        note = ("init: slo-optimal needs the exactly solved chain (a group or tied network on "
+                "an exactly solvable farm without sleep); cloning slo-mix")  # fmt: skip
+    return make_policy(name, trainer.config, trainer.cfg.action_mode, seed=seed), note
 
 
 @dataclass

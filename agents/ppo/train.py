@@ -204,7 +204,9 @@ def _warm_start(run: LeanRun) -> None:
     if a.init != "random":
         t0 = time.process_time()
         if run.slo is not None:  # a start that meets the SLO (PAS misses it)
-            teacher = slo_training.slo_teacher(trainer, run.slo.space, seed=a.seed)
+            teacher, note = slo_training.slo_teacher(trainer, run.slo.space, a.seed, a.init)
+            if note:
+                print(note)
         elif a.init == "best-priority" and not run.exact:  # the stronger of it and PAS
             teacher, line = strongest_start(a, config, trainer, run.evaluator)
             print(line)

@@ -194,3 +194,18 @@ def test_time_varying_farms_are_measured_over_whole_cycles():
     assert st.eval_epochs >= cycle and st.final_eval_epochs >= cycle
     assert "one cycle of the schedule" in st.reasons["eval_epochs"]
     assert st.eval_replications == 4  # the evaluation's epoch budget
+
+
+def test_a_farm_with_an_slo_derives_the_start_training_clones() -> None:
+    """``init`` of a farm with ``slo:`` is what agents.ppo.slo.slo_teacher clones: the exact
+    SLO-constrained optimum where the aggregated chain is solved, else slo-mix; with its reason."""
+    from agents.common.farm_settings import slo_init
+
+    farm = load_scenario("tiny-slo")
+    st = derive_settings(farm)
+    assert st.init == "slo-optimal" and "SLO-constrained optimum" in st.reasons["init"]
+    assert "unused with an SLO" in st.reasons["pas_confidence"]
+    assert derive_settings(farm, "group").init == "slo-optimal"
+    erlang = farm.with_job_size({"distribution": "erlang", "k": 3})  # no exact chain
+    assert derive_settings(erlang).init == slo_init(erlang, "server") == "slo-mix"
+    assert derive_settings(load_scenario("tiny")).init == "best-priority"  # no SLO: the rules'

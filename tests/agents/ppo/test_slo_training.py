@@ -18,6 +18,7 @@ from agents.ppo.slo import (
     exact_space,
     measure_slo,
     simulated_slo,
+    slo_teacher,
 )
 from agents.ppo.trainer import LeanTrainer
 from baselines.solvers.aggregated import aggregated_efficiency, aggregated_response_time
@@ -143,3 +144,16 @@ def test_simulated_measure_agrees_with_the_exact_one():
     widen = student_t.ppf(0.9995, 7) / student_t.ppf(0.975, 7)
     assert abs(s_eff - eff) <= widen * h_eff
     assert abs(s_et - et) <= widen * h_et
+
+
+def test_the_slo_start_is_the_requested_one_where_it_can_be():
+    """``--init`` of an SLO farm (derived: agents.common.farm_settings.slo_init): slo-optimal
+    where the chain is solved, slo-mix on request or (with a note) without the chain; a start
+    that may miss the SLO is refused, naming the choices."""
+    t, space = _trainer(), exact_space(FARM, "group")
+    assert slo_teacher(t, space, 0, "slo-optimal")[0].name == "slo-optimal"
+    assert slo_teacher(t, space, 0, "slo-mix")[0].name == "slo-mix"
+    teacher, note = slo_teacher(t, None, 0, "slo-optimal")
+    assert teacher.name == "slo-mix" and "cloning slo-mix" in note
+    with pytest.raises(ValueError, match=r"--init pas: .*slo-optimal or slo-mix"):
+        slo_teacher(t, space, 0, "pas")
