@@ -3,11 +3,12 @@
 Three parts, used by :func:`agents.ppo.train.train_lean` when the farm has an SLO:
 
 * **The Lagrangian reward with dual ascent** (:class:`DualAscent`): the env's reward is
-  ``(W - eta P - beta N) dt`` (``envs.slo``); between rollouts beta moves by projected dual
-  ascent on the rollout's own mean response time (``envs.slo.update_multiplier``), measured by
-  Little's law over the rollout (time integral of N over the jobs accepted,
-  ``LeanPPO.collect``). Step size (``--slo-step``): by default 1/D, the multiplier's own
-  default, so a rollout 10% above D raises beta by a tenth of its starting value.
+  ``(W - eta P - beta N) dt`` (``envs.slo``); beta starts at the exact LP's dual price of the
+  SLO row, in the reward's units (:func:`lp_multiplier`), where the aggregated chain is solved,
+  else at 1/D; between rollouts it moves by projected dual ascent on the rollout's own mean
+  response time (``envs.slo.update_multiplier``), measured by Little's law over the rollout
+  (``ServerFarmVectorEnv.job_area`` over the jobs accepted, ``LeanPPO.collect``). Step size
+  (``--slo-step``): by default 1/D, so a rollout 10% above D raises beta by 0.1/D.
 * **Measuring the sampling policy** (:func:`measure_slo`): under a binding SLO the optimum
   randomises, so the model is the network's *sampling* policy, not its argmax. Exactly on the
   aggregated chain (``baselines.solvers.aggregated``; a group-action network is symmetric over a
@@ -45,7 +46,14 @@ from envs.vector import ServerFarmVectorEnv
 from evaluation.exact import exact_solvable
 from evaluation.stats import mean_ci
 
-__all__ = ["DualAscent", "SLOEstimate", "SLOSelector", "measure_slo", "slo_teacher"]
+__all__ = [
+    "DualAscent",
+    "SLOEstimate",
+    "SLOSelector",
+    "lp_multiplier",
+    "measure_slo",
+    "slo_teacher",
+]
 
 #: relative tolerance of an exact E[T] against D (the chain solve's precision)
 EXACT_RTOL = 1e-9
@@ -72,18 +80,29 @@ class SLOEstimate:
         return asdict(self) | {"slo_met": self.slo_met}
 
 
-class DualAscent:
-    """beta of the env's Lagrangian reward, moved after every rollout by
-    ``update_multiplier(beta, E[T] of the rollout, D, step)``; ``history`` keeps (steps,
-    measured E[T], beta after the step)."""
+def lp_multiplier(space: AggregatedSpace) -> float:
+    """beta from the exact LP's dual price mu of the SLO row (``solve_slo``'s
+    ``info["dual_price"]``). The LP's optimum maximises ``E[(1 + mu D) W - mu N] / E[P]``
+    (admitted and served work are equal in the long run); divided by ``1 + mu D`` that is the
+    env's Lagrangian ``W - eta P - beta N`` with ``beta = mu / (1 + mu D)``."""
+    opt = solve_slo(space.config)
+    mu, D = float(opt.info["dual_price"]), float(opt.info["slo"])
+    return mu / (1.0 + mu * D)
 
-    def __init__(self, venv: Any, config: FarmConfig, step: float):
+
+class DualAscent:
+    """beta of the env's Lagrangian reward, from ``start`` (default 1/D), moved after every
+    rollout by ``update_multiplier(beta, E[T] of the rollout, D, step)``; ``history`` keeps
+    (steps, measured E[T], beta after the step)."""
+
+    def __init__(self, venv: Any, config: FarmConfig, step: float, start: float | None = None):
         self.venv, self.slo = venv, float(config.slo.mean_response_time)
         if not (step == -1 or (math.isfinite(step) and step >= 0)):
             raise ValueError(f"--slo-step: must be -1 (the default, 1/D) or >= 0, got {step}")
+        self.start = default_multiplier(config) if start is None else float(start)
         self.step = default_multiplier(config) if step == -1 else float(step)
         self.history: list[tuple[int, float, float]] = []
-        venv.slo_multiplier = default_multiplier(config)
+        venv.slo_multiplier = self.start
 
     def after_rollout(self, steps: int, measured: float) -> float:
         beta = float(self.venv.slo_multiplier)

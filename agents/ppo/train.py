@@ -164,8 +164,10 @@ def _build(a: Any, config: FarmConfig) -> LeanRun:
         run.slo = slo_training.SLORun(slo_training.exact_space(config, net_mode))
     if not (a.resume and _resume(run)):
         _warm_start(run)
-    if run.slo is not None:
-        run.slo.dual = slo_training.DualAscent(run.model.venv, config, getattr(a, "slo_step", -1))
+    if run.slo is not None:  # beta from the exact LP's dual price where the chain is solved
+        beta0 = None if run.slo.space is None else slo_training.lp_multiplier(run.slo.space)
+        step = getattr(a, "slo_step", -1)
+        run.slo.dual = slo_training.DualAscent(run.model.venv, config, step, beta0)
     run.model.schedule_total = end
     write_run_args(out, a, config)
     _open_log(run)

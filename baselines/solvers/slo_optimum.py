@@ -167,7 +167,9 @@ def solve_slo(
     (``method="slo-lp"``; ``probs`` is the possibly randomised policy).
 
     ``info``: ``slo`` (D), ``mean_response_time`` (the policy's exact E[T]), ``binding`` (E[T]
-    within 1e-6 relative of D), ``randomised_pairs`` (recurrent (state, type) pairs that mix).
+    within 1e-6 relative of D), ``randomised_pairs`` (recurrent (state, type) pairs that mix),
+    ``dual_price`` (mu >= 0, the SLO row's HiGHS marginal: the optimum's policy maximises
+    ``E[(1 + mu D) W - mu N] / E[P]``, the Lagrangian the multiplier of ``envs.slo`` prices).
 
     Raises:
         SLOInfeasibleError: D is below the smallest achievable mean response time (the message
@@ -228,5 +230,8 @@ def solve_slo(
             "binding": bool(abs(et - D) <= 1e-6 * D),
             "randomised_pairs": mixed,
             "n_variables": nv,
+            # the SLO row's dual price: d(optimal efficiency) / d(its right-hand side), in
+            # efficiency per unit of (E[N] - D E[admitted rate]) / E[P]; 0 when it is slack
+            "dual_price": max(0.0, -float(res.ineqlin.marginals[0])),
         },
     )

@@ -16,6 +16,7 @@ from agents.ppo.slo import (
     SLOSelector,
     exact_slo,
     exact_space,
+    lp_multiplier,
     measure_slo,
     simulated_slo,
     slo_teacher,
@@ -68,6 +69,20 @@ def test_a_zero_step_holds_the_multiplier():
     for bad in (-0.5, float("nan")):
         with pytest.raises(ValueError, match="--slo-step"):
             DualAscent(t.venv, FARM, step=bad)
+
+
+def test_the_multiplier_starts_at_the_lps_dual_price_in_the_rewards_units():
+    """beta0 = mu / (1 + mu D), mu the SLO row's dual price: the LP optimum maximises
+    ``E[(1 + mu D) W - mu N] / E[P]``, the env's ``W - eta P - beta N`` up to that factor."""
+    from baselines.solvers.slo_optimum import solve_slo
+
+    mu = solve_slo(FARM).info["dual_price"]
+    beta0 = lp_multiplier(exact_space(FARM, "group"))
+    assert beta0 == pytest.approx(mu / (1 + mu * D), rel=1e-12) and 0 < beta0 < 1 / D
+    t = _trainer()
+    dual = DualAscent(t.venv, FARM, step=-1.0, start=beta0)
+    assert t.venv.slo_multiplier == beta0 and dual.step == pytest.approx(1 / D)
+    assert dual.after_rollout(1, 0.5 * D) == 0.0  # projected: half of D lowers it by 0.5 / D
 
 
 def test_exact_measure_of_a_uniform_network_is_the_uniform_randomised_chain():

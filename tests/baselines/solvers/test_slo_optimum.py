@@ -214,3 +214,19 @@ def test_slo_optimal_policy_reads_the_scenario_slo():
     assert pol.mean_response_time == pytest.approx(0.9, rel=1e-7)
     with pytest.raises(ValueError, match=r"no SLO; add `slo: \{mean_response_time: D\}`"):
         make_policy("slo-optimal", reference_farm("tiny"))
+
+
+def test_the_dual_price_is_the_optimums_sensitivity_to_the_slo():
+    """``info["dual_price"]`` mu of the SLO row: by the envelope theorem the optimum moves with
+    D as ``d rho* / dD = mu sum_m z(m) Lambda(m) = mu rho*`` (admitted = served work); checked
+    by a central difference of step 1e-4 (its error O(h^2 rho''') is below 1e-8 relative here,
+    the LP's tolerance 1e-10 / h below 1e-6)."""
+    from envs.scenarios import load_scenario
+
+    farm = load_scenario("tiny-slo")
+    opt = solve_slo(farm)
+    mu, h = opt.info["dual_price"], 1e-4
+    assert mu > 0 and opt.info["binding"]
+    slope = (solve_slo(farm, 0.9 + h).value - solve_slo(farm, 0.9 - h).value) / (2 * h)
+    assert slope == pytest.approx(mu * opt.value, rel=1e-6)
+    assert solve_slo(farm, 5.0).info["dual_price"] == 0.0  # a slack SLO has no price
