@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from agents.common.run_report import check_against_start, format_report, main
 
 # the patterns .ci/run greps (the exact line formats of the report)
@@ -228,3 +230,6 @@ def test_the_check_of_an_slo_run_judges_its_slo_block(tmp_path, capsys) -> None:
     path.write_text(json.dumps(_slo_summary()))
     assert main(["--check", str(path)]) == 0
     assert "meets the SLO E[T] <= 0.9 (E[T] 0.8964, exact)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:  # the final model's sampling policy is not measured
+        main(["--check", str(path), "--final-too"])
+    assert exc.value.code == 2 and "--final-too: an SLO run" in capsys.readouterr().err
