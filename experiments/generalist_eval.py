@@ -95,7 +95,10 @@ def exact_task(task: tuple[FarmConfig, str, str]) -> dict[str, Any]:
     config, family, model = task
     row: dict[str, Any] = {"kind": family, "farm": config.name, "n_servers": config.n_servers,
                            "n_groups": config.n_groups}  # fmt: skip
-    sol, why = optimum_solution(config)
+    try:
+        sol, why = optimum_solution(config)
+    except RuntimeError as e:  # the LP solver's numerical failure on this farm: say so, go on
+        sol, why = None, str(e)
     if sol is None:
         return row | {"skipped": why}
     opt = float(sol.value)
@@ -197,7 +200,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         small = [r for r in rows if r["kind"] == fam and "skipped" not in r]
         if not small:
             continue
-        s: dict[str, Any] = {"farms": len(small)}
+        skipped = sum(r["kind"] == fam and "skipped" in r for r in rows)
+        s: dict[str, Any] = {"farms": len(small), "skipped (no optimum)": skipped}
         for who in POLICIES:
             g = np.array([r[f"{who}_gap_pct"] for r in small])
             s[who] = {"mean_gap_pct": float(g.mean()), "worst_gap_pct": float(g.max())}
