@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from agents.generalist.table_net import (
+    feature_farm,
     forward,
     load_weights,
     table_features,
@@ -48,9 +49,10 @@ def generalist_table(
     weights: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """float64[K, Bmax+1]: the network's priority table for ``config`` (from ``weights`` when
-    given, else from the file ``model``, default the shipped one)."""
+    given, else from the file ``model``, default the shipped one), read from the features of
+    ``feature_farm(config)`` (the farm, or its ~100-server twin above 200 servers)."""
     w = weights if weights is not None else _weights(str(Path(model or SHIPPED_MODEL)))[0]
-    x, group, level = table_features(config)
+    x, group, level = table_features(feature_farm(config))
     return table_from_scores(config, forward(w, x, group), group, level)
 
 

@@ -37,6 +37,8 @@ from envs.config import FarmConfig
 
 __all__ = [
     "FEATURES",
+    "TWIN_SERVERS",
+    "feature_farm",
     "forward",
     "load_weights",
     "save_weights",
@@ -51,6 +53,20 @@ FEATURES = (
     "type_share", "exclusive_share", "log_best_alt", "no_alt_share", "state_dependent",
     "farm_load", "log_servers", "groups_8", "types_4",
 )  # fmt: skip
+
+
+#: farms larger than this are read through their scaled-down twin of about 100 servers
+TWIN_SERVERS = 200
+
+
+def feature_farm(config: FarmConfig) -> FarmConfig:
+    """The farm whose features the network reads: ``config`` itself up to :data:`TWIN_SERVERS`
+    servers, else its scaled-down twin of about 100 servers (``FarmConfig.scaled_down``: the
+    same groups, buffers, sets and load), the farm the teacher searched for it. A farm and its
+    copy scaled by F then get the same table."""
+    if config.n_servers <= TWIN_SERVERS:
+        return config
+    return config.scaled_down(max(1, config.n_servers // 100))
 
 
 def _type_view(c: FarmConfig) -> tuple[np.ndarray, ...]:

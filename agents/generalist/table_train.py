@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.generalist.table_net import FEATURES, save_weights, table_features
+from agents.generalist.table_net import FEATURES, TWIN_SERVERS, save_weights, table_features
 from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
@@ -45,8 +45,6 @@ SIM_SEARCH = SearchSettings(budget=150, n_epochs=20_000, horizon_durations=40.0,
 #: the small-farm stream: the sampler's family with at most 24 servers, exponential sizes (the
 #: exact teacher's farms, rare in the log-uniform draw)
 SMALL = FarmDistribution(n_servers=(2, 24), general_size_share=0.0)
-#: farms larger than this are searched on their scaled-down twin of about 100 servers
-TWIN_SERVERS = 200
 
 
 def teacher(config: FarmConfig) -> tuple[np.ndarray, str]:
@@ -188,6 +186,9 @@ def _label_all(
             with np.load(f, allow_pickle=False) as z:
                 ex = {k: z[k] for k in z.files}
             ex["method"] = str(ex["method"])
+            # the features from the farm itself, so that cached teacher labels outlive a change
+            # of the feature set (tokens keep their order: group by group, level ascending)
+            ex["x"] = table_features(sample_farm(int(s), SMALL if small else None))[0]
         else:
             ex = farm_labels(int(s), small)
             if f is not None:

@@ -91,3 +91,10 @@ def test_at_least_pas_on_held_out_tiny_farms() -> None:
         pas = exact_efficiency(PASPolicy(config), config, "server").efficiency
         assert gen >= pas * (1 - 1e-9), (config.name, gen, pas)
     assert generalist_table(config).shape == (config.n_groups, config.max_buffer + 1)
+
+
+def test_a_large_farm_reads_as_its_twin() -> None:
+    # above 200 servers the network reads the ~100-server twin: scaled copies share one table
+    base = load_scenario("overlap-100")
+    t3, t100 = (generalist_table(base.scaled(f)) for f in (3, 100))
+    np.testing.assert_array_equal(t3, t100)
