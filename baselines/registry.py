@@ -114,12 +114,13 @@ POLICIES: _Registry = _Registry(
         "slo-mix": PolicyEntry(SLOMixPolicy),
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
-        # the shipped farm-agnostic network (agents/generalist/models/generalist.pt), any farm up to 8
-        # groups and buffers of 8. "generalist": the network alone (zero-shot: nothing measured
-        # on the farm); "generalist-checked": the network plus its per-farm check against PAS
-        # (it measures candidates on the farm's own chain or simulator when built, and reports
-        # that check's CPU time, check_cpu_seconds); "generalist-raw": the former name of the
-        # network alone, kept so that older commands build the same policy
+        # the shipped farm-agnostic networks, any farm. "generalist": the table network alone
+        # (agents/generalist/models/generalist_table.npz; zero-shot: one forward pass maps the
+        # farm to a priority table, nothing measured on the farm); "generalist-raw": its former
+        # name, kept so that older commands build the same policy; "generalist-checked": the
+        # per-decision token network (generalist.pt, up to 8 groups and buffers of 8) plus its
+        # per-farm check against PAS (it measures candidates on the farm's own chain or
+        # simulator when built and reports that check's CPU time, check_cpu_seconds)
         "generalist": PolicyEntry("agents.generalist.policy:GeneralistPolicy"),
         "generalist-checked": PolicyEntry("agents.generalist.guard:GuardedGeneralistPolicy"),
         "generalist-raw": PolicyEntry("agents.generalist.policy:GeneralistPolicy"),

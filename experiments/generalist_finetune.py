@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
 
 from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
 from agents.generalist.network import TokenPolicyNet  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy, token_tensors  # noqa: E402
+from agents.generalist.token_policy import TOKEN_MODEL, TokenGeneralistPolicy, token_tensors  # noqa: E402
 from agents.generalist.train import GeneralistTrainer  # noqa: E402
 from baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from baselines.pas import PASPolicy  # noqa: E402
@@ -87,7 +87,7 @@ class BiasedLogits:
     (the exact evaluator asks for the same states on every candidate)."""
 
     def __init__(self, config: FarmConfig, net: TokenPolicyNet, max_groups: int) -> None:
-        self.policy = GeneralistPolicy(config, "group", net=net, max_groups=max_groups,
+        self.policy = TokenGeneralistPolicy(config, "group", net=net, max_groups=max_groups,
                                        max_levels=net.cfg.max_levels)  # fmt: skip
         self.enc = self.policy.encoding
         self.size = self.enc.max_groups * self.enc.max_levels
@@ -240,7 +240,7 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = base_parser(NAME, "Fine-tuning the generalist on one farm: output biases, token PPO")
-    p.add_argument("--model", default=str(SHIPPED_MODEL), help="generalist .pt file")
+    p.add_argument("--model", default=str(TOKEN_MODEL), help="generalist .pt file")
     p.add_argument("--farms", default=None, help="comma-separated presets or random:SEED")
     p.add_argument("--ppo-steps", type=int, default=None, help="token PPO steps (40,960)")
     a = p.parse_args(argv)
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
     if st["ppo_steps"] < 0:
         raise SystemExit(f"--ppo-steps: must be >= 0, got {st['ppo_steps']}")
-    GeneralistPolicy.load_net(a.model)  # fail now, with the file named, not in a worker
+    TokenGeneralistPolicy.load_net(a.model)  # fail now, with the file named, not in a worker
     rows = parallel_map(farm_task, [(f, st) for f in st["farms"]], st["workers"])
     report = {"experiment": NAME, "rows": rows, **metadata(argv, st, t0)}
     flat = [{k: v for k, v in r.items() if k != "ppo_curve"} for r in rows]

@@ -1,16 +1,40 @@
-"""The generalist: one permutation-invariant token network (``network``) acting on any farm
-(:class:`GeneralistPolicy`, ``policy``), trained by PPO with domain randomisation (``train``),
-distilled from the exact optimum (``oracle``), validated on held-out farms (``validate``),
-checked per farm against PAS (``guard``), with its command line (``run``) and an RLlib module
-(``rllib_module``)."""
+"""The generalist: one network for every farm. The shipped policy (``policy``,
+:class:`GeneralistPolicy`) computes a farm's priority table with the table network
+(``table_net``), trained by distillation of ``best-priority`` (``table_train``). The per-decision
+token network (``network``, ``token_policy``), its PPO trainer (``train``), optimum distillation
+(``oracle``), validation (``validate``), per-farm check (``guard``), command line (``run``) and
+RLlib module (``rllib_module``) are kept for ``generalist-checked`` and ``train.py --generalist``.
 
-from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy
-from agents.generalist.train import LABEL_COLUMNS, GeneralistConfig, GeneralistTrainer
+Imports are lazy, so that the shipped policy is built without importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "LABEL_COLUMNS",
     "SHIPPED_MODEL",
+    "TOKEN_MODEL",
     "GeneralistConfig",
     "GeneralistPolicy",
     "GeneralistTrainer",
+    "TokenGeneralistPolicy",
 ]
+
+_WHERE = {
+    "SHIPPED_MODEL": "policy",
+    "GeneralistPolicy": "policy",
+    "TOKEN_MODEL": "token_policy",
+    "TokenGeneralistPolicy": "token_policy",
+    "LABEL_COLUMNS": "train",
+    "GeneralistConfig": "train",
+    "GeneralistTrainer": "train",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"agents.generalist.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'agents.generalist' has no attribute {name!r}")

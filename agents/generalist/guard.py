@@ -1,7 +1,7 @@
-"""The generalist with a per-farm check (``make_policy("generalist-checked", config)``): on
+"""The token network with a per-farm check (``make_policy("generalist-checked", config)``): on
 each farm it is built for, it checks itself against PAS. Its results are per-farm selections
-measured on the farm, not zero-shot ones: ``make_policy("generalist", config)`` is the network
-alone. The check's CPU time is ``check_cpu_seconds`` (also ``guard_report["cpu_s"]``); every
+measured on the farm, not zero-shot ones. (``make_policy("generalist", config)`` is another
+network, alone: the table network of ``agents.generalist.policy``, which needs no check.) The check's CPU time is ``check_cpu_seconds`` (also ``guard_report["cpu_s"]``); every
 report of this policy should show it.
 
 Why: the shipped network is right on most farms and wrong on some (paper-100: on 83% of its
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.generalist.policy import GeneralistPolicy
+from agents.generalist.token_policy import TokenGeneralistPolicy
 from agents.generalist.validate import with_anchor
 from baselines.pas import PASPolicy
 from envs.config import FarmConfig
@@ -52,12 +52,12 @@ __all__ = ["GUARD_SEED", "GuardedGeneralistPolicy"]
 GUARD_SEED = 30_000
 
 
-class GuardedGeneralistPolicy(GeneralistPolicy):
+class GuardedGeneralistPolicy(TokenGeneralistPolicy):
     """The generalist network or PAS, whichever measures better on ``config`` (module docstring).
 
     Args:
         config, action_mode, seed, model, net, max_groups, max_levels: as
-            :class:`agents.generalist.GeneralistPolicy`.
+            :class:`agents.generalist.TokenGeneralistPolicy`.
         factors: the candidate anchors, as multiples of the network's own (exact check).
         sim_factors: the same for the simulated check (fewer: each costs a simulation, and
             each more candidate is one more chance to pick a lucky one).
@@ -136,7 +136,7 @@ class GuardedGeneralistPolicy(GeneralistPolicy):
         scale = 100.0 / float(np.mean(pas))  # a difference in % of PAS's efficiency
         rows = []
         for anchor, net in nets.items():
-            gen = GeneralistPolicy(c, "group", net=net, max_groups=G, max_levels=L)
+            gen = TokenGeneralistPolicy(c, "group", net=net, max_groups=G, max_levels=L)
             d = measure(gen, c, **kw).per_replication - pas
             mean, half = mean_ci(d, 0.95)
             rows.append({"anchor": anchor, "gain_pct": mean * scale, "ci95_pct": half * scale,

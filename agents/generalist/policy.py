@@ -1,70 +1,73 @@
-"""The generalist policy: one token network (``agents.generalist.network``) for every farm.
+"""The generalist: one priority table per farm, computed by the shipped network (no search).
 
-:class:`GeneralistPolicy` is a policy like every other (``predict(obs, action_masks=...)``) for
-any farm the token encoding can describe, in either action mode: it turns the env's observation
-into group tokens (``envs.tokens``), takes the masked argmax of the network's token logits and
-maps the chosen (group, level) back to the env's action (in server mode: the smallest-index
-server of that group at that level that the mask allows, the group mode's convention).
+:class:`GeneralistPolicy` (``make_policy("generalist", config)``) reads the farm's parameters,
+runs the table network (:mod:`agents.generalist.table_net`) once over the farm's usable
+(group, level) entries and dispatches by the resulting table exactly as every priority-table
+policy does (:class:`baselines.priority.PriorityPolicy`): in server mode the compiled simulator
+runs it natively (``builtin = "priority"``), in group mode the vectorised table rule. Nothing is
+measured, searched or trained on the farm: the policy is the network alone, zero-shot.
 
-Files: :meth:`GeneralistPolicy.save` writes ``NAME.pt`` (a plain ``state_dict``, loaded with
-``torch.load(weights_only=True)``: no code runs on load) and ``NAME.json`` (network sizes,
-padding limits, how it was trained). The trainer is :mod:`agents.generalist.train`.
+It is numpy only (no torch import): building it for a 10,000-server farm is one small forward
+pass. The weights are ``models/generalist_table.npz`` (+ ``.json``), trained by
+:mod:`agents.generalist.table_train`. The former token network, which acts per decision, is
+:class:`agents.generalist.token_policy.TokenGeneralistPolicy`
+(``make_policy("generalist-checked", ...)`` is that network with its per-farm check).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from agents.common.artefacts import (
-    ArtefactError,
-    check_finite_state,
-    load_weights_file,
-    read_json_object,
+from agents.generalist.table_net import (
+    feature_farm,
+    forward,
+    load_weights,
+    table_features,
+    table_from_scores,
 )
-from agents.generalist.network import TokenNetConfig, TokenPolicyNet, pas_anchor
-from agents.ppo.losses import masked_logits
-from baselines.base import Policy
-from baselines.pas import PASPolicy
+from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
-from envs.observation import hist_offsets
-from envs.tokens import TokenEncoding
 
-__all__ = ["SHIPPED_MODEL", "GeneralistPolicy"]
+__all__ = ["SHIPPED_MODEL", "GeneralistPolicy", "generalist_table"]
 
 #: the model shipped with the package (``make_policy("generalist", config)`` loads it)
-SHIPPED_MODEL = Path(__file__).with_name("models") / "generalist.pt"
+SHIPPED_MODEL = Path(__file__).with_name("models") / "generalist_table.npz"
 
 
-def token_tensors(tokens: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(torch.as_tensor(tokens[k]) for k in ("groups", "group_mask", "job"))  # type: ignore[return-value]
+@lru_cache(maxsize=8)
+def _weights(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    return load_weights(path)
 
 
-def _pas_server_fallback(policy: GeneralistPolicy) -> PASPolicy | None:
-    """Server mode of an anchored network: where it keeps PAS's (group, level), it takes
-    server-mode PAS's own server (the smallest-index vacancy of PAS's group), so a network that
-    never deviates is server-mode PAS exactly, not the group-mode packing rule."""
-    return PASPolicy(policy.config, "server") if policy.net.cfg.anchor > 0 else None
+def generalist_table(
+    config: FarmConfig,
+    model: str | Path | None = None,
+    weights: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
+    """float64[K, Bmax+1]: the network's priority table for ``config`` (from ``weights`` when
+    given, else from the file ``model``, default the shipped one), read from the features of
+    ``feature_farm(config)`` (the farm, or its ~100-server twin above 200 servers)."""
+    w = weights if weights is not None else _weights(str(Path(model or SHIPPED_MODEL)))[0]
+    x, group, level = table_features(feature_farm(config))
+    return table_from_scores(config, forward(w, x, group), group, level)
 
 
-# ---------------------------------------------------------------------------------------------
-# the policy
-# ---------------------------------------------------------------------------------------------
-class GeneralistPolicy(Policy):
-    """The shipped (or any saved) generalist network as a policy for ``config``.
+class GeneralistPolicy(PriorityPolicy):
+    """The network's table for ``config`` as a priority-table policy.
 
     Args:
-        config, action_mode, seed: as every policy (``seed`` is unused: it is deterministic).
-        model: a ``.pt`` file written by :meth:`save` (default: the shipped model).
-        net: an in-memory network instead of a file (with ``max_groups`` / ``max_levels``).
+        config, action_mode, seed: as every policy (``seed`` is unused: deterministic).
+        model: a ``.npz`` file written by :func:`agents.generalist.table_net.save_weights`
+            (default: the shipped model).
+        weights: in-memory weights instead of a file.
     """
 
     name = "generalist"
+    builtin = "priority"
 
     def __init__(
         self,
@@ -72,116 +75,7 @@ class GeneralistPolicy(Policy):
         action_mode: str = "server",
         seed: int | None = None,
         model: str | Path | None = None,
-        net: TokenPolicyNet | None = None,
-        max_groups: int | None = None,
-        max_levels: int | None = None,
+        weights: dict[str, np.ndarray] | None = None,
     ) -> None:
-        super().__init__(config, action_mode, seed)
-        if net is None:
-            net, meta = self.load_net(model or SHIPPED_MODEL)
-            max_groups, max_levels = meta["max_groups"], meta["max_levels"]
-        if max_groups is None or max_levels is None:
-            raise ValueError("max_groups, max_levels: give both with an in-memory net")
-        self.net = net.eval()
-        self.encoding = TokenEncoding(config, max_groups, max_levels)
-        self._hoff = hist_offsets(config)
-        self._pas = _pas_server_fallback(self) if action_mode == "server" else None
-
-    # ---- files ----------------------------------------------------------------------------------
-    @staticmethod
-    def save(net: TokenPolicyNet, path: str | Path, max_groups: int, **meta: Any) -> Path:
-        """Write ``path`` (``.pt``: the weights) and its ``.json`` sidecar."""
-        p = Path(path).with_suffix(".pt")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        torch.save(net.state_dict(), tmp)
-        tmp.replace(p)
-        side = {"net": asdict(net.cfg), "max_groups": max_groups,
-                "max_levels": net.cfg.max_levels, **meta}  # fmt: skip
-        p.with_suffix(".json").write_text(json.dumps(side, indent=1, default=str))
-        return p
-
-    @staticmethod
-    def load_net(path: str | Path) -> tuple[TokenPolicyNet, dict[str, Any]]:
-        """(network, sidecar) of a file written by :meth:`save` (weights only, no pickle)."""
-        p = Path(path).with_suffix(".pt")
-        side = p.with_suffix(".json")
-        if not p.is_file() or not side.is_file():
-            raise ValueError(
-                f"model: {p} and its sidecar {side.name} are needed (written by "
-                "GeneralistPolicy.save / python train.py --generalist)"
-            )
-        meta = read_json_object(side)
-        try:
-            net = TokenPolicyNet(TokenNetConfig(**meta["net"]))
-        except (KeyError, TypeError, ValueError) as e:  # a tampered or foreign sidecar
-            raise ArtefactError(f"{side}: net is not a TokenNetConfig ({e})") from e
-        try:
-            state = load_weights_file(p)
-            if not isinstance(state, dict):
-                raise ArtefactError(f"{p}: not a state dict")
-            check_finite_state(state, str(p))
-            net.load_state_dict(state)
-        except Exception as e:  # other network: say which file
-            raise ValueError(f"model: cannot load the weights of {p}: {e}") from e
-        return net, meta
-
-    # ---- acting ---------------------------------------------------------------------------------
-    @torch.no_grad()
-    def token_actions(self, tokens: dict[str, np.ndarray], token_masks: np.ndarray) -> np.ndarray:
-        """Masked argmax of the network's logits over a batch of tokens."""
-        m = torch.as_tensor(token_masks, dtype=torch.bool)
-        logits, _ = self.net(*token_tensors(tokens), m)
-        return masked_logits(logits, m).argmax(-1).numpy()
-
-    def _act_batch(
-        self, obs: np.ndarray, masks: np.ndarray, deterministic: bool = True
-    ) -> np.ndarray:
-        if self.action_mode == "group":
-            tok = self.encoding.to_group_actions(
-                self.token_actions(self.encoding.encode(obs), self.encoding.masks(masks))
-            )
-            return np.asarray(tok, dtype=np.int64).reshape(-1)
-        return self._act_servers(obs, masks)
-
-    def _act_servers(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        """Server mode: the group-mode view of the same state, then the chosen (group, level)
-        as the smallest-index allowed server of that group at that level."""
-        c, L = self.config, self.encoding.max_levels
-        N, S = len(obs), c.n_servers
-        sg = c.server_group
-        occ = np.rint(obs[:, :S].astype(np.float64) * c.buffers[sg]).astype(np.int64)
-        K, B1 = c.n_groups, c.max_buffer + 1
-        # flat (row, group, level) cell of every server: one bincount instead of np.add.at
-        cell = ((np.arange(N)[:, None] * K + sg[None, :]) * B1 + occ).ravel()
-        counts = np.bincount(cell, minlength=N * K * B1).reshape(N, K, B1).astype(np.float64)
-        allowed = np.zeros(N * K * B1, dtype=bool)
-        allowed[cell[masks.ravel()]] = True
-        allowed = allowed.reshape(N, K, B1)
-        group_obs = np.zeros((N, int(self._hoff[-1]) + obs.shape[1] - S), dtype=np.float32)
-        tmask = np.zeros((N, self.encoding.max_groups * L), dtype=bool)
-        for k, g in enumerate(c.groups):
-            group_obs[:, self._hoff[k] : self._hoff[k + 1]] = counts[:, k, : g.buffer + 1] / g.count
-            tmask[:, k * L : k * L + g.buffer] = allowed[:, k, : g.buffer]
-        group_obs[:, self._hoff[-1] :] = obs[:, S:]  # the same interval and job one-hots
-        tokens = self.encoding.encode(group_obs)
-        tok = self.token_actions(tokens, tmask)
-        out = np.empty(N, dtype=np.int64)
-        off = c.group_offsets
-        keeps_pas = np.zeros(N, dtype=bool)
-        if self._pas is not None:
-            anchor = pas_anchor(torch.as_tensor(tokens["groups"]), torch.as_tensor(tmask), L)
-            keeps_pas = anchor.numpy()[np.arange(N), tok] & tmask.any(axis=1)
-            if keeps_pas.any():
-                out[keeps_pas] = self._pas._act_batch(obs[keeps_pas], masks[keeps_pas])
-        for i, t in enumerate(tok):
-            if keeps_pas[i]:
-                continue
-            k, b = divmod(int(t), L)
-            lo = off[k]
-            hit = np.flatnonzero((occ[i, lo : off[k + 1]] == b) & masks[i, lo : off[k + 1]])
-            if len(hit):
-                out[i] = lo + hit[0]
-            else:  # no valid (group, level): a blocking state; any masked server, as PAS does
-                out[i] = int(np.argmax(masks[i]))
-        return out
+        table = generalist_table(config, model, weights)
+        super().__init__(config, action_mode, seed, table=table)

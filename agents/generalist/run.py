@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.generalist.oracle import ORACLE_FAMILIES, distill_optimum
-from agents.generalist.policy import GeneralistPolicy
+from agents.generalist.token_policy import TokenGeneralistPolicy
 from agents.generalist.train import GeneralistConfig, GeneralistTrainer
 from agents.generalist.validate import select_anchor, validate, validation_farms, with_anchor
 
@@ -62,7 +62,7 @@ class GeneralistArgs:
 
 def load_weights(trainer: GeneralistTrainer, path: str | Path) -> None:
     """Start ``trainer`` from the weights of a saved generalist (its own anchor is kept)."""
-    net, _ = GeneralistPolicy.load_net(path)
+    net, _ = TokenGeneralistPolicy.load_net(path)
     mine = {k: v for k, v in asdict(trainer.net.cfg).items() if k != "anchor"}
     theirs = {k: v for k, v in asdict(net.cfg).items() if k != "anchor"}
     if mine != theirs:

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from agents.generalist.network import TokenNetConfig, TokenPolicyNet
-from agents.generalist.policy import GeneralistPolicy, token_tensors
+from agents.generalist.token_policy import TokenGeneralistPolicy, token_tensors
 from agents.ppo.config import auto_gamma
 from agents.ppo.losses import gae, masked_logits, ppo_losses
 from baselines.registry import make_policy
@@ -365,15 +365,15 @@ class GeneralistTrainer:
         self.net.eval()
         return self
 
-    def policy(self, config: FarmConfig, action_mode: str = "group") -> GeneralistPolicy:
+    def policy(self, config: FarmConfig, action_mode: str = "group") -> TokenGeneralistPolicy:
         """The current network as a policy for ``config``."""
-        return GeneralistPolicy(
+        return TokenGeneralistPolicy(
             config, action_mode, net=self.net, max_groups=self.cfg.max_groups,
             max_levels=self.cfg.max_levels,
         )  # fmt: skip
 
     def save(self, path: str | Path, **meta: Any) -> Path:
-        return GeneralistPolicy.save(
+        return TokenGeneralistPolicy.save(
             self.net, path, self.cfg.max_groups, timesteps=self.num_timesteps,
             trainer_config=asdict(self.cfg), **meta,
         )  # fmt: skip

@@ -40,13 +40,13 @@ def test_quick_run(model: Path, tmp_path: Path) -> None:
 
 def test_zero_bias_is_the_network(model: Path) -> None:
     """The predictor with zero biases and scale 1 decides as the network's policy does."""
-    from agents.generalist import GeneralistPolicy
+    from agents.generalist import TokenGeneralistPolicy
     from evaluation.measure import measure
 
     config = ft.farm_from_name("random:2001")
-    net, meta = GeneralistPolicy.load_net(model)
+    net, meta = TokenGeneralistPolicy.load_net(model)
     probe = ft.BiasedLogits(config, net, meta["max_groups"])
-    policy = GeneralistPolicy(config, "group", model=model)
+    policy = TokenGeneralistPolicy(config, "group", model=model)
     assert probe.efficiency(np.zeros(probe.size)) == pytest.approx(
         measure(policy, config, action_mode="group", method="exact").efficiency, abs=1e-12
     )

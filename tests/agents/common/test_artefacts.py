@@ -21,7 +21,7 @@ from agents.common.artefacts import (
     read_model_sidecar,
     read_sb3_zip,
 )
-from agents.generalist import GeneralistPolicy
+from agents.generalist import TokenGeneralistPolicy
 from agents.ppo import PPOAgent
 from agents.ppo.algorithm import LeanPPO
 from baselines.registry import make_policy
@@ -176,20 +176,20 @@ def test_non_finite_weights_are_refused(checkpoint, tmp_path):
 
 
 def test_generalist_files_go_through_the_same_loader(tmp_path):
-    from agents.generalist import SHIPPED_MODEL
+    from agents.generalist import TOKEN_MODEL
 
-    pt = Path(SHIPPED_MODEL).with_suffix(".pt")
+    pt = Path(TOKEN_MODEL).with_suffix(".pt")
     model = tmp_path / "g.pt"
     model.write_bytes(pt.read_bytes())
     meta = json.loads(pt.with_suffix(".json").read_text())
     bad = dict(meta, net=dict(meta["net"], activation="os.system", extra=1))
     model.with_suffix(".json").write_text(json.dumps(bad))
     with pytest.raises(ArtefactError, match=r"g\.json: net is not a TokenNetConfig"):
-        GeneralistPolicy.load_net(model)
+        TokenGeneralistPolicy.load_net(model)
     model.with_suffix(".json").write_text("[]")
     with pytest.raises(FileFormatError, match=r"g\.json: .*mapping"):
-        GeneralistPolicy.load_net(model)
+        TokenGeneralistPolicy.load_net(model)
     model.with_suffix(".json").unlink()
     os.mkfifo(model.with_suffix(".json"))
     with pytest.raises(ValueError, match=r"g\.pt and its sidecar g\.json are needed"):
-        GeneralistPolicy.load_net(model)
+        TokenGeneralistPolicy.load_net(model)

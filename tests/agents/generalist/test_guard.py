@@ -7,8 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer  # noqa: E402
+from agents.generalist import GeneralistConfig, GeneralistTrainer, TokenGeneralistPolicy  # noqa: E402
 from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
+from agents.generalist.policy import GeneralistPolicy  # noqa: E402
 from baselines.pas import PASPolicy  # noqa: E402
 from baselines.registry import make_policy  # noqa: E402
 from envs.config import farm_from_dict  # noqa: E402
@@ -27,7 +28,8 @@ def _bad_net(anchor: float = 4.0):
 
 def test_registry_names() -> None:
     c = load_scenario("tiny")
-    # "generalist" is the network alone (zero-shot); the per-farm check has its own name
+    # "generalist" is the table network alone (zero-shot); the token network's per-farm check
+    # has its own name
     assert type(make_policy("generalist", c)) is GeneralistPolicy
     checked = make_policy("generalist-checked", c)
     assert type(checked) is GuardedGeneralistPolicy and checked.name == "generalist-checked"
@@ -54,7 +56,7 @@ def test_exact_guard_keeps_the_best_candidate(name: str) -> None:
 def test_a_bad_network_is_replaced_by_pas_exactly() -> None:
     c = load_scenario("tiny")
     net, sizes = _bad_net()
-    raw = GeneralistPolicy(c, "server", net=net, **sizes)
+    raw = TokenGeneralistPolicy(c, "server", net=net, **sizes)
     pas = measure(PASPolicy(c), c, action_mode="server", method="exact").efficiency
     assert measure(raw, c, action_mode="server", method="exact").efficiency < pas
     g = GuardedGeneralistPolicy(c, "server", net=net, **sizes)

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistPolicy, GeneralistTrainer  # noqa: E402
+from agents.generalist import GeneralistConfig, GeneralistTrainer, TokenGeneralistPolicy  # noqa: E402
 from baselines.pas import PASPolicy  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.observation import decode_group_action  # noqa: E402
@@ -28,8 +28,8 @@ def test_server_mode_picks_the_group_and_level_of_group_mode(seed: int) -> None:
     config = sample_farm(seed, GeneralistConfig(distribution=SMALL).farm_distribution())
     net = _trainer().net.eval()
     kw = dict(net=net, max_groups=8, max_levels=8)
-    by_group = GeneralistPolicy(config, "group", **kw)
-    by_server = GeneralistPolicy(config, "server", **kw)
+    by_group = TokenGeneralistPolicy(config, "group", **kw)
+    by_server = TokenGeneralistPolicy(config, "server", **kw)
     genv = ServerFarmEnv(config, action_mode="group", warmup_epochs=300)
     senv = ServerFarmEnv(config, action_mode="server", warmup_epochs=300)
     og, _ = genv.reset(seed=1)
@@ -55,7 +55,7 @@ def test_the_untrained_anchored_network_is_pas_in_both_modes(seed: int) -> None:
     kw = dict(net=net, max_groups=8, max_levels=8)
     rng = np.random.default_rng(seed)
     for mode in ("group", "server"):
-        gen, pas = GeneralistPolicy(config, mode, **kw), PASPolicy(config, mode)
+        gen, pas = TokenGeneralistPolicy(config, mode, **kw), PASPolicy(config, mode)
         env = ServerFarmEnv(config, action_mode=mode, warmup_epochs=200)
         obs, _ = env.reset(seed=seed)
         for _ in range(150):
@@ -71,7 +71,7 @@ def test_anchored_training_runs_and_keeps_its_anchor(tmp_path) -> None:
     tr.learn(2 * 16 * 2 * 4)
     assert all(np.isfinite(h["policy"]) for h in tr.history)
     path = tr.save(tmp_path / "a")
-    loaded, meta = GeneralistPolicy.load_net(path)
+    loaded, meta = TokenGeneralistPolicy.load_net(path)
     assert loaded.cfg.anchor == 4.0 and meta["trainer_config"]["anchor"] == 4.0
 
 
@@ -84,7 +84,7 @@ def test_training_starts_from_pas_and_files_hold_only_weights(tmp_path) -> None:
     assert all(np.isfinite(h["policy"]) and np.isfinite(h["value"]) for h in tr.history)
     path = tr.save(tmp_path / "g")
     config = sample_farm(HELD_OUT_SEEDS.start + 9)
-    loaded = GeneralistPolicy(config, "group", model=path)
+    loaded = TokenGeneralistPolicy(config, "group", model=path)
     mine = tr.policy(config, "group")
     env = ServerFarmEnv(config, action_mode="group", warmup_epochs=200)
     obs, _ = env.reset(seed=0)
@@ -96,9 +96,9 @@ def test_training_starts_from_pas_and_files_hold_only_weights(tmp_path) -> None:
     (tmp_path / "bad.pt").write_bytes(path.read_bytes()[:100])
     (tmp_path / "bad.json").write_text(path.with_suffix(".json").read_text())
     with pytest.raises(ValueError, match=r"cannot load the weights of .*bad\.pt"):
-        GeneralistPolicy(config, model=tmp_path / "bad.pt")
+        TokenGeneralistPolicy(config, model=tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="and its sidecar"):
-        GeneralistPolicy(config, model=tmp_path / "missing.pt")
+        TokenGeneralistPolicy(config, model=tmp_path / "missing.pt")
 
 
 def test_bad_settings_are_refused() -> None:

@@ -34,21 +34,21 @@ def test_a_short_run_writes_its_files(tmp_path: Path) -> None:
 
 def test_init_model_starts_from_its_weights_under_the_run_anchor(tmp_path: Path) -> None:
     from agents.generalist import (
-        SHIPPED_MODEL,
+        TOKEN_MODEL,
         GeneralistConfig,
-        GeneralistPolicy,
         GeneralistTrainer,
+        TokenGeneralistPolicy,
     )
 
     tr = GeneralistTrainer(GeneralistConfig(anchor=1.5))
-    generalist_run.load_weights(tr, SHIPPED_MODEL)
-    shipped, _ = GeneralistPolicy.load_net(SHIPPED_MODEL)
+    generalist_run.load_weights(tr, TOKEN_MODEL)
+    shipped, _ = TokenGeneralistPolicy.load_net(TOKEN_MODEL)
     for k, v in shipped.state_dict().items():
         assert bool((tr.net.state_dict()[k] == v).all()), k
     assert tr.net.cfg.anchor == 1.5
     small = GeneralistTrainer(GeneralistConfig(d_model=32, n_heads=4))
     with pytest.raises(ValueError, match=r"init_model: .* has network sizes"):
-        generalist_run.load_weights(small, SHIPPED_MODEL)
+        generalist_run.load_weights(small, TOKEN_MODEL)
 
 
 def test_train_py_delegates_generalist_runs(capsys) -> None:

@@ -1,0 +1,231 @@
+"""The table network: a farm's parameters in, one priority table out (numpy only at run time).
+
+The shipped generalist (:class:`agents.generalist.policy.GeneralistPolicy`) is a priority-table
+policy whose table is computed from the farm by one forward pass of a small permutation-
+equivariant network over the farm's usable (group, level) entries. The table then runs in the
+compiled simulator's own priority dispatcher, like PAS's: no network call per decision.
+
+Tokens (:func:`table_features`): one per usable entry (k, b), ``b < B_k``, of unit-free features
+of the farm: the group's PAS efficiency relative to the farm's best and its rank, the level
+relative to the buffer, the efficiency and speed of the server once it holds b+1 jobs, the idle
+share of its power, its share of servers and capacity, the load that the job types allowed on it
+bring relative to their capacity, how many types may use it, and how good those types'
+best alternative group is; plus the farm's load, size, number of groups and types.
+
+Network (:func:`forward`): a token MLP, then (DeepSets) the mean of the token embeddings over the
+farm and over the token's own group are concatenated to each token, and two heads give
+
+    score(k, b) = g(k) + d(k, b)
+
+``g`` (the mean of a head over the group's tokens) ranks the groups, ``d`` orders the levels
+within a group and moves single entries across groups (reservation: the top levels of a group
+below another group). Permuting the groups permutes the table.
+
+Files: ``NAME.npz`` (the weights, float32 arrays, read with ``allow_pickle=False``) and
+``NAME.json`` (the feature list, sizes, how it was trained and validated).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.config import FarmConfig
+
+__all__ = [
+    "FEATURES",
+    "TWIN_SERVERS",
+    "feature_farm",
+    "forward",
+    "load_weights",
+    "save_weights",
+    "table_features",
+    "table_from_scores",
+]
+
+FEATURES = (
+    "log_eff_rel", "eff_rank", "level_frac", "next_level_frac", "buffer_8", "top_level",
+    "empty_level", "log_eff_at_level", "log_speed_at_level", "log_speed_rel", "idle_share",
+    "server_share", "capacity_share", "log_count", "types_load", "log_demand_over_capacity",
+    "type_share", "exclusive_share", "log_best_alt", "no_alt_share", "state_dependent",
+    "farm_load", "log_servers", "groups_8", "types_4",
+)  # fmt: skip
+
+
+#: farms larger than this are read through their scaled-down twin of about 100 servers
+TWIN_SERVERS = 200
+
+
+def feature_farm(config: FarmConfig) -> FarmConfig:
+    """The farm whose features the network reads: ``config`` itself up to :data:`TWIN_SERVERS`
+    servers, else its scaled-down twin of about 100 servers (``FarmConfig.scaled_down``: the
+    same groups, buffers, sets and load), the farm the teacher searched for it. A farm and its
+    copy scaled by F then get the same table."""
+    if config.n_servers <= TWIN_SERVERS:
+        return config
+    return config.scaled_down(max(1, config.n_servers // 100))
+
+
+def _type_view(c: FarmConfig) -> tuple[np.ndarray, ...]:
+    """Per group: load of the types allowed on it, their demand over its capacity, the share of
+    types allowed, the share of its demand from types with no other group, and the (demand-
+    weighted) log efficiency of those types' best other group relative to it."""
+    A = c.availability.astype(np.float64)  # [J, K]
+    lam = c.arrival_rates.mean(axis=0)
+    cap = np.array([g.count * max(g.service_rate) for g in c.groups])
+    eff = np.log(c.group_efficiency)
+    K = c.n_groups
+    type_cap = A @ cap
+    type_load = lam / np.maximum(type_cap, 1e-12)
+    demand = A.T @ lam
+    types_load = (A.T @ (lam * type_load)) / np.maximum(demand, 1e-12)
+    n_alt = A.sum(axis=1)
+    excl = (A.T @ (lam * (n_alt == 1))) / np.maximum(demand, 1e-12)
+    best_alt, no_alt = np.zeros(K), np.zeros(K)
+    for k in range(K):
+        w_tot = 0.0
+        for j in np.flatnonzero(A[:, k]):
+            others = [q for q in np.flatnonzero(A[j]) if q != k]
+            if others:
+                best_alt[k] += lam[j] * (max(eff[others]) - eff[k])
+                w_tot += lam[j]
+            else:
+                no_alt[k] += lam[j]
+        best_alt[k] = best_alt[k] / w_tot if w_tot > 0 else 0.0
+        no_alt[k] = no_alt[k] / max(demand[k], 1e-12)
+    over = np.log(np.maximum(demand / np.maximum(cap, 1e-12), 1e-3))
+    return types_load, over, A.mean(axis=0), excl, best_alt, no_alt
+
+
+def table_features(config: FarmConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features float32[T, F], group int64[T], level int64[T]) of the farm's usable entries
+    (k, b), b < B_k, group by group (see the module docstring and :data:`FEATURES`)."""
+    c = config
+    K, B = c.n_groups, c.buffers
+    eff = c.group_efficiency
+    log_eff_rel = np.log(eff / eff.max())
+    rank = np.argsort(np.argsort(-eff, kind="stable"), kind="stable") / max(K - 1, 1)
+    mu, pw = c.mu_table, c.power_table
+    peak = np.array([max(g.service_rate) for g in c.groups])
+    count = np.array([g.count for g in c.groups], dtype=np.float64)
+    cap = count * peak
+    types_load, over, type_share, excl, best_alt, no_alt = _type_view(c)
+    farm = [min(c.load, 2.0), np.log(c.n_servers) / 10.0, K / 8.0, c.n_job_types / 4.0]
+    rows, gk, lb = [], [], []
+    for k in range(K):
+        sd = float(len(set(c.groups[k].service_rate)) > 1 or len(set(c.groups[k].busy_power)) > 1)
+        for b in range(int(B[k])):
+            n = b + 1
+            e_n = mu[k, n] / max(pw[k, n] - pw[k, 0], 1e-9)
+            rows.append([
+                log_eff_rel[k], rank[k], b / B[k], n / B[k], B[k] / 8.0, float(n == B[k]),
+                float(b == 0), np.log(e_n / eff.max()), np.log(mu[k, n] / peak[k]),
+                np.log(peak[k] / peak.max()), pw[k, 0] / pw[k, B[k]], count[k] / count.sum(),
+                cap[k] / cap.sum(), np.log(count[k]) / 10.0, min(types_load[k], 2.0), over[k],
+                type_share[k], excl[k], best_alt[k], no_alt[k], sd, *farm,
+            ])  # fmt: skip
+            gk.append(k)
+            lb.append(b)
+    x = np.asarray(rows, dtype=np.float32)
+    return x, np.asarray(gk, dtype=np.int64), np.asarray(lb, dtype=np.int64)
+
+
+def _mlp(x: np.ndarray, w: dict[str, np.ndarray], name: str, n: int) -> np.ndarray:
+    for i in range(n):
+        x = x @ w[f"{name}.{i}.weight"].T + w[f"{name}.{i}.bias"]
+        if i < n - 1:
+            x = np.maximum(x, 0.0)
+    return x
+
+
+def forward(w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """float64[T] scores of the tokens (numpy; the same computation as the torch trainer's
+    :class:`agents.generalist.table_train.TableNet`)."""
+    K = int(group.max()) + 1
+    h = _mlp(x.astype(np.float32), w, "embed", 2)
+    h = np.maximum(h, 0.0)
+    cnt = np.bincount(group, minlength=K).astype(np.float32)[:, None]
+    gsum = np.zeros((K, h.shape[1]), dtype=np.float32)
+    np.add.at(gsum, group, h)
+    z = np.concatenate([h, np.broadcast_to(h.mean(axis=0), h.shape), (gsum / cnt)[group]], axis=1)
+    out = _mlp(z, w, "head", 2).astype(np.float64)  # [T, 2]: group score, level term
+    gscore = np.zeros(K)
+    np.add.at(gscore, group, out[:, 0])
+    gscore /= cnt[:, 0]
+    return gscore[group] + out[:, 1]
+
+
+def _tie_packing_runs(scores: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """The scores with every run of a group's consecutive levels that rises with the level and
+    that no other entry falls inside set to one value (the run's top): the ties that the
+    training labels wrote as "higher level first" (the dispatcher breaks ties by the smallest
+    server index, which packs). No order with any other entry changes."""
+    s = scores.astype(np.float64).copy()
+    T = len(s)
+    i = 0
+    while i < T:
+        j = i
+        while j + 1 < T and group[j + 1] == group[i] and s[j + 1] > s[j]:
+            j += 1
+        while j > i:  # shrink the run until no other entry lies within its range
+            lo, hi = s[i], s[j]
+            others = np.ones(T, dtype=bool)
+            others[i : j + 1] = False
+            if not np.any(others & (s >= lo) & (s <= hi)):
+                break
+            j -= 1
+        s[i : j + 1] = s[j]
+        i = j + 1
+    return s
+
+
+def table_from_scores(
+    config: FarmConfig, scores: np.ndarray, group: np.ndarray, level: np.ndarray
+) -> np.ndarray:
+    """float64[K, Bmax+1]: the scores at the usable entries (packing runs tied, see
+    :func:`_tie_packing_runs`), below all of them elsewhere."""
+    s = _tie_packing_runs(scores, group)
+    t = np.full((config.n_groups, config.max_buffer + 1), float(s.min()) - 1.0)
+    t[group, level] = s
+    return t
+
+
+def save_weights(weights: dict[str, np.ndarray], path: str | Path, **meta: Any) -> Path:
+    """Write ``path`` (``.npz``) and its ``.json`` sidecar, each atomically."""
+    p = Path(path).with_suffix(".npz")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.stem}.tmp.npz")
+    np.savez(tmp, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
+    tmp.replace(p)
+    side = p.with_suffix(".json")
+    tmp_side = side.with_name(f".{side.name}.tmp")
+    tmp_side.write_text(json.dumps({"features": list(FEATURES), **meta}, indent=1, default=str))
+    tmp_side.replace(side)
+    return p
+
+
+def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(weights, sidecar) of a file written by :func:`save_weights`; ValueError naming the file
+    when it is missing, foreign or not finite."""
+    p = Path(path).with_suffix(".npz")
+    side = p.with_suffix(".json")
+    if not p.is_file() or not side.is_file():
+        raise ValueError(
+            f"model: {p} and its sidecar {side.name} are needed (written by "
+            "agents.generalist.table_train)"
+        )
+    meta = json.loads(side.read_text())
+    if not isinstance(meta, dict) or tuple(meta.get("features", ())) != FEATURES:
+        raise ValueError(f"model: {side} does not list this version's table features")
+    with np.load(p, allow_pickle=False) as z:
+        w = {k: np.asarray(z[k], dtype=np.float32) for k in z.files}
+    need = [f"{n}.{i}.{t}" for n in ("embed", "head") for i in (0, 1) for t in ("weight", "bias")]
+    missing = [k for k in need if k not in w]
+    if missing:
+        raise ValueError(f"model: {p} lacks {missing}")
+    if not all(np.all(np.isfinite(v)) for v in w.values()):
+        raise ValueError(f"model: {p} has non-finite weights")
+    return w, meta

@@ -1,0 +1,251 @@
+"""Training of the table network (:mod:`agents.generalist.table_net`) by distillation of
+``best-priority``.
+
+Teacher: :func:`baselines.best_priority.search_best_table` on farms drawn by
+``envs.farm_sampler.sample_farm`` from training seeds (below ``HELD_OUT_SEEDS``), with capped
+budgets (:data:`EXACT_SEARCH`, :data:`SIM_SEARCH`): the exact measure where the per-server chain
+is small, else the simulated one; a farm of more than :data:`TWIN_SERVERS` servers is searched
+on its scaled-down twin (``FarmConfig.scaled_down``: the same groups, sets and load at ~100
+servers), whose table it shares.
+
+Loss: the teacher's table says, for every pair of usable entries that some job type can both
+use, which of the two the dispatcher takes first (two levels of one group that it ties: the
+higher level first, as its smallest-index tie-break packs), or that two groups tie. A pairwise
+logistic loss on the score difference for the ordered pairs, and an absolute-difference penalty
+for the tied ones, each averaged per farm so that every farm weighs the same.
+
+    python -m agents.generalist.table_train --farms 400 --out agents/generalist/models/generalist_table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from agents.generalist.table_net import FEATURES, TWIN_SERVERS, save_weights, table_features
+from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
+from envs.config import FarmConfig
+from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+
+__all__ = ["EXACT_SEARCH", "SIM_SEARCH", "TableNet", "farm_labels", "fit", "main"]
+
+#: the teacher's search where the chain is small (each evaluation a CTMC solve of milliseconds)
+EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
+#: the teacher's search by simulation (common random numbers), capped to fit a CPU budget
+SIM_SEARCH = SearchSettings(budget=150, n_epochs=20_000, horizon_durations=40.0,
+                            exact_max_states=5_000)  # fmt: skip
+#: the small-farm stream: the sampler's family with at most 24 servers, exponential sizes (the
+#: exact teacher's farms, rare in the log-uniform draw)
+SMALL = FarmDistribution(n_servers=(2, 24), general_size_share=0.0)
+
+
+def teacher(config: FarmConfig) -> tuple[np.ndarray, str]:
+    """(best-priority table, ``"exact"`` / ``"simulated"`` / ``"twin"``) under the capped
+    budgets."""
+    if table_evaluator(config, EXACT_SEARCH)[1] == "exact":
+        return search_best_table(config, EXACT_SEARCH).table, "exact"
+    if config.n_servers > TWIN_SERVERS:
+        twin = config.scaled_down(max(1, config.n_servers // 100))
+        return search_best_table(twin, SIM_SEARCH).table, "twin"
+    return search_best_table(config, SIM_SEARCH).table, "simulated"
+
+
+def _pairs(config: FarmConfig, group: np.ndarray, level: np.ndarray, t: np.ndarray):
+    """(ordered i, j: i first; tied i, j) over the entry pairs some type can both use. Two levels
+    of one group that the teacher ties are ordered higher level first: the dispatcher breaks the
+    tie by the smallest server index, which packs, as "the fuller server first" does."""
+    A = config.availability
+    share = (A.T.astype(np.int64) @ A.astype(np.int64)) > 0  # [K, K]: some type uses both
+    v = t[group, level]
+    i, j = np.triu_indices(len(group), k=1)  # i < j: same group means level[i] < level[j]
+    keep = share[group[i], group[j]]
+    i, j = i[keep], j[keep]
+    hi, lo = v[i] > v[j], v[i] < v[j]
+    pack = ~hi & ~lo & (group[i] == group[j])
+    tie = ~hi & ~lo & ~pack
+    ordered = np.concatenate(
+        [np.stack([i[hi], j[hi]]), np.stack([j[lo], i[lo]]), np.stack([j[pack], i[pack]])], axis=1
+    )
+    return ordered.T, np.stack([i[tie], j[tie]]).T
+
+
+def _pack_ties(ex: dict[str, Any]) -> dict[str, Any]:
+    """Order the tied pairs of one group's levels higher level first (as :func:`_pairs` does;
+    idempotent: for label files that kept them tied). Tokens are group by group, level
+    ascending, so within a group the higher index is the higher level."""
+    tied, g = np.asarray(ex["tied"]).reshape(-1, 2), ex["group"]
+    same = g[tied[:, 0]] == g[tied[:, 1]]
+    hi_first = np.where((tied[:, 0] > tied[:, 1])[:, None], tied, tied[:, ::-1])[same]
+    ordered = np.asarray(ex["ordered"]).reshape(-1, 2)
+    return ex | {"ordered": np.concatenate([ordered, hi_first]), "tied": tied[~same]}
+
+
+def farm_labels(seed: int, small: bool = False) -> dict[str, Any]:
+    """A training example: the features of ``sample_farm(seed)`` (from :data:`SMALL` when
+    ``small``) and its teacher's pairs."""
+    if seed >= HELD_OUT_SEEDS.start:
+        raise ValueError(
+            f"seed: {seed} is held out (training seeds are below {HELD_OUT_SEEDS.start})"
+        )
+    config = sample_farm(seed, SMALL if small else None)
+    t0 = time.process_time()
+    table, method = teacher(config)
+    x, group, level = table_features(config)
+    ordered, tied = _pairs(config, group, level, table)
+    return {"seed": seed, "x": x, "group": group, "ordered": ordered, "tied": tied,
+            "method": method, "servers": config.n_servers, "cpu_s": time.process_time() - t0}  # fmt: skip
+
+
+class TableNet(nn.Module):
+    """The torch twin of :func:`agents.generalist.table_net.forward` (same parameter names)."""
+
+    def __init__(self, width: int = 48) -> None:
+        super().__init__()
+        F = len(FEATURES)
+        self.embed = nn.Sequential(nn.Linear(F, width), nn.ReLU(), nn.Linear(width, width))
+        self.head = nn.Sequential(nn.Linear(3 * width, width), nn.ReLU(), nn.Linear(width, 2))
+
+    def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+        K = int(group.max()) + 1
+        h = torch.relu(self.embed(x))
+        cnt = torch.bincount(group, minlength=K).to(x.dtype)[:, None]
+        gmean = torch.zeros(K, h.shape[1]).index_add_(0, group, h) / cnt
+        z = torch.cat([h, h.mean(0, keepdim=True).expand_as(h), gmean[group]], dim=1)
+        out = self.head(z)
+        g = torch.zeros(K).index_add_(0, group, out[:, 0]) / cnt[:, 0]
+        return g[group] + out[:, 1]
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The weights under the numpy forward's names (``embed.0.weight``, ...)."""
+        sd = self.state_dict()
+        return {k.replace("embed.2", "embed.1").replace("head.2", "head.1"): v.numpy()
+                for k, v in sd.items()}  # fmt: skip
+
+
+def _farm_loss(net: TableNet, ex: dict[str, Any], tie_weight: float) -> torch.Tensor:
+    s = net(torch.as_tensor(ex["x"]), torch.as_tensor(ex["group"]))
+    loss = torch.zeros(())
+    if len(ex["ordered"]):
+        o = torch.as_tensor(ex["ordered"])
+        loss = loss + nn.functional.softplus(-(s[o[:, 0]] - s[o[:, 1]])).mean()
+    if len(ex["tied"]):
+        t = torch.as_tensor(ex["tied"])
+        loss = loss + tie_weight * (s[t[:, 0]] - s[t[:, 1]]).abs().mean()
+    return loss
+
+
+def fit(
+    data: Sequence[dict[str, Any]],
+    epochs: int = 60,
+    lr: float = 3e-3,
+    width: int = 48,
+    tie_weight: float = 0.3,
+    seed: int = 0,
+    log: Any = None,
+) -> TableNet:
+    """Train a :class:`TableNet` on the examples of :func:`farm_labels` (Adam, one farm per
+    step, shuffled each epoch, cosine learning rate)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net = TableNet(width)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(data))
+    for epoch in range(epochs):
+        total = 0.0
+        for i in rng.permutation(len(data)):
+            loss = _farm_loss(net, data[i], tie_weight)
+            if not loss.requires_grad:  # a farm with one usable entry: nothing to rank
+                continue
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += loss.item()
+        if log is not None and (epoch % 10 == 0 or epoch == epochs - 1):
+            log(f"epoch {epoch}: loss {total / len(data):.4f}")
+    return net.eval()
+
+
+def _label_all(
+    seeds: Sequence[int], cache: Path | None, small: bool = False
+) -> list[dict[str, Any]]:
+    """Labels of every seed, kept in ``cache`` (one .npz per farm) so that nothing computed is
+    lost when a run is interrupted."""
+    out = []
+    for s in seeds:
+        f = cache / f"{'small' if small else 'farm'}-{s}.npz" if cache else None
+        if f is not None and f.is_file():
+            with np.load(f, allow_pickle=False) as z:
+                ex = {k: z[k] for k in z.files}
+            ex["method"] = str(ex["method"])
+            # the features from the farm itself, so that cached teacher labels outlive a change
+            # of the feature set (tokens keep their order: group by group, level ascending)
+            ex["x"] = table_features(sample_farm(int(s), SMALL if small else None))[0]
+        else:
+            ex = farm_labels(int(s), small)
+            if f is not None:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                tmp = f.with_name(f".{f.stem}.tmp.npz")
+                np.savez(tmp, **ex)
+                tmp.replace(f)
+        out.append(_pack_ties(ex))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--farms", type=int, default=400, help="training farms (seeds from --first)")
+    p.add_argument(
+        "--small-farms",
+        type=int,
+        default=400,
+        help="more farms from the small-farm stream SMALL (seeds from --first)",
+    )
+    p.add_argument("--first", type=int, default=0, help="first training seed")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--width", type=int, default=48)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache", default="runs/table-labels", help="teacher labels, one file a farm")
+    p.add_argument("--out", default="runs/generalist-table/generalist_table")
+    a = p.parse_args(argv)
+    if (
+        a.farms < 0
+        or a.small_farms < 0
+        or a.first < 0
+        or a.first + max(a.farms, a.small_farms) > HELD_OUT_SEEDS.start
+    ):
+        p.error("--farms/--first: training seeds must lie in 0..HELD_OUT_SEEDS.start-1")
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    cache = Path(a.cache) if a.cache else None
+    data = _label_all(range(a.first, a.first + a.farms), cache)
+    data += _label_all(range(a.first, a.first + a.small_farms), cache, small=True)
+    if not data:
+        p.error("--farms/--small-farms: at least one training farm is needed")
+    label_cpu = float(sum(float(ex["cpu_s"]) for ex in data))
+    t1 = time.process_time()
+    net = fit(data, epochs=a.epochs, width=a.width, seed=a.seed, log=print)
+    methods = {
+        m: int(sum(str(ex["method"]) == m for ex in data)) for m in ("exact", "simulated", "twin")
+    }
+    meta = {"width": a.width, "trained": {
+        "farms": a.farms, "small_farms": a.small_farms, "first_seed": a.first, "epochs": a.epochs, "seed": a.seed,
+        "teacher": {"exact": EXACT_SEARCH.__dict__, "simulated": SIM_SEARCH.__dict__,
+                    "twin_above_servers": TWIN_SERVERS, "farms_by_method": methods},
+        "label_cpu_s": round(label_cpu, 1), "fit_cpu_s": round(time.process_time() - t1, 1),
+        "run_cpu_s": round(time.process_time() - t0, 1)}}  # fmt: skip
+    path = save_weights(net.numpy_weights(), a.out, **meta)
+    print(json.dumps({"model": str(path), **meta["trained"]}, default=str))
+    return meta
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""experiments/generalist_eval.py's pieces: exact rows consistent with the optimum, the summary,
+a missing model named (the full --quick run simulates paper-100: run it by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from experiments import generalist_eval as ge
+
+
+def test_exact_rows_are_consistent_with_the_optimum() -> None:
+    farms = ge.exact_farms(2, "sampled")
+    rows = [ge.exact_task((c, "sampled", str(ge.SHIPPED_MODEL))) for c in farms]
+    rows = [r for r in rows if "skipped" not in r]
+    assert rows
+    for r in rows:  # nothing beats the exact optimum; the gaps are what the values say
+        assert r["optimum"] >= max(r[w] for w in ge.POLICIES) - 1e-9
+        for who in ge.POLICIES:
+            assert r[f"{who}_gap_pct"] == pytest.approx(
+                100 * (r["optimum"] - r[who]) / r["optimum"]
+            )
+    s = ge.summarize(rows)["sampled"]
+    assert s["farms"] == len(rows)
+    assert s["generalist"]["worst_gap_pct"] == max(r["generalist_gap_pct"] for r in rows)
+
+
+def test_scaled_presets_and_their_search_farm() -> None:
+    farm, search_on = ge.preset_farm("overlap-100@100")
+    assert farm.n_servers == 100 * search_on.n_servers
+
+
+def test_missing_model_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"nope\.npz and its sidecar"):
+        ge.main(["--quick", "--out", str(tmp_path), "--model", str(tmp_path / "nope.npz")])
