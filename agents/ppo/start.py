@@ -4,7 +4,7 @@ the provenance of the kept model (:func:`provenance`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.ppo.trainer import LeanTrainer
 from baselines.best_priority import BestPriorityPolicy
@@ -15,11 +15,14 @@ from evaluation.measure import Estimate, References
 from evaluation.paired import PairedEvaluator, compare
 from evaluation.references import reference_values
 
+if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
+    from agents.common.run_args import LeanArgs
+
 __all__ = ["plain_estimate", "provenance", "run_references", "strongest_start"]
 
 
 def strongest_start(
-    a: Any, config: FarmConfig, trainer: LeanTrainer, evaluator: PairedEvaluator
+    a: LeanArgs, config: FarmConfig, trainer: LeanTrainer, evaluator: PairedEvaluator
 ) -> tuple[Any, str]:
     """(teacher, line): the policy to clone on a simulated farm with ``init="best-priority"``:
     the searched table, PAS, or (cost objective) price-aware PAS, whichever measures best on

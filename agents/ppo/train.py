@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -66,6 +66,9 @@ from evaluation.paired import (
 from evaluation.provenance import versions
 from evaluation.stats import gaps
 
+if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
+    from agents.common.run_args import LeanArgs
+
 __all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
 
 START_MODEL = "start_model.zip"  # the clone (or random start) before PPO, kept for the confirmation
@@ -76,7 +79,7 @@ class LeanRun:
     """The state of one lean run, shared by its steps (:func:`train_lean`): what the build sets
     up once and what learning changes (the history, the last evaluation and checkpoint)."""
 
-    a: Any  # train.py's resolved arguments
+    a: LeanArgs  # train.py's resolved arguments
     config: FarmConfig
     out: Path
     side: dict[str, Any]  # every saved model's sidecar entries
@@ -118,7 +121,9 @@ class LeanRun:
         return self.trainer
 
 
-def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None) -> dict[str, Any]:
+def train_lean(
+    a: LeanArgs, config: FarmConfig, derived: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Run (or resume, ``a.resume``) one lean training job described by train.py's resolved
     arguments ``a`` (build, learn with evaluation, verdict: the module doc); returns the summary
     written to ``summary.json``, which stores ``derived`` (the derived settings, their reasons).
@@ -132,7 +137,7 @@ def train_lean(a: Any, config: FarmConfig, derived: dict[str, Any] | None = None
     return _verdict(run, derived)
 
 
-def _build(a: Any, config: FarmConfig) -> LeanRun:
+def _build(a: LeanArgs, config: FarmConfig) -> LeanRun:
     """The run's directories, evaluator and trainer (the newest checkpoint on ``--resume``,
     else a new one and its warm start), its references and its evaluation log so far."""
     torch.set_num_threads(max(1, a.torch_threads))
@@ -440,7 +445,9 @@ def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _final_window(a: Any, config: FarmConfig, exact: bool, warm: int, seed: int) -> PairedEvaluator:
+def _final_window(
+    a: LeanArgs, config: FarmConfig, exact: bool, warm: int, seed: int
+) -> PairedEvaluator:
     """The final measurement's evaluator (the final window, twice the in-training replications,
     PAS paired) on the replication seeds from ``seed``: the verdict's and the confirmation's
     differ only in their seeds."""
@@ -452,7 +459,7 @@ def _final_window(a: Any, config: FarmConfig, exact: bool, warm: int, seed: int)
 
 
 def _confirm_against_start(
-    a: Any,
+    a: LeanArgs,
     config: FarmConfig,
     out: Path,
     best_path: Path,

@@ -10,7 +10,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from agents.common.checkpoints import (
     newest_loadable,
 )
 from agents.ppo.algorithm import LeanPPO, LeanPPOConfig, masked_logits
+
+if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
+    from agents.common.run_args import LeanArgs
 
 __all__ = [
     "KEEP_CHECKPOINTS",
@@ -103,7 +106,7 @@ class LeanTrainer(LeanPPO):
         return hi
 
 
-def network_mode(a: Any) -> str:
+def network_mode(a: LeanArgs) -> str:
     """The encoding the network trains in: server actions with ``server_network="tied"`` train
     a (group, level) network, which acts on servers through ``envs.symmetry.GroupView`` (the
     trajectories are the same step for step, and an optimal policy can be taken symmetric over
@@ -112,7 +115,7 @@ def network_mode(a: Any) -> str:
     return "group" if tied else a.action_mode
 
 
-def lean_config(a: Any, seed: int | None = None) -> LeanPPOConfig:
+def lean_config(a: LeanArgs, seed: int | None = None) -> LeanPPOConfig:
     """The ``LeanPPOConfig`` of train.py's resolved arguments ``a`` (its ``action_mode`` is the
     network's, :func:`network_mode`)."""
     eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
@@ -141,7 +144,7 @@ def prune_checkpoints(ckpt_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def load_newest(ckpt_dir: Path, a: Any) -> tuple[LeanTrainer, Path, int] | None:
+def load_newest(ckpt_dir: Path, a: LeanArgs) -> tuple[LeanTrainer, Path, int] | None:
     """The newest checkpoint that loads: (trainer, path, timesteps); None if there is none.
     A damaged one (cut short, no sidecar, wrong step count) is skipped with a warning."""
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.common.artefacts import read_json_object
 from agents.common.checkpoints import TrainingDiverged, read_evaluations, save_model_atomic
@@ -47,13 +47,16 @@ from evaluation.measure import measure as measure_policy
 from evaluation.provenance import versions
 from evaluation.stats import gaps
 
+if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
+    from agents.common.run_args import Sb3Args
+
 __all__ = ["make_vec_env", "new_model", "parse_net_arch", "train_sb3"]
 
 
 # ---------------------------------------------------------------------------------------------
 # environments and model
 # ---------------------------------------------------------------------------------------------
-def make_env_fn(config: Any, a: Any, rank: int):
+def make_env_fn(config: FarmConfig, a: Sb3Args, rank: int):
     """Factory of one training env (picklable for SubprocVecEnv)."""
 
     def _init():
@@ -86,7 +89,7 @@ def make_env_fn(config: Any, a: Any, rank: int):
     return _init
 
 
-def make_vec_env(config: Any, a: Any):
+def make_vec_env(config: FarmConfig, a: Sb3Args):
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     fns = [make_env_fn(config, a, i) for i in range(a.n_envs)]
@@ -95,7 +98,7 @@ def make_vec_env(config: Any, a: Any):
     return DummyVecEnv(fns)
 
 
-def new_model(a: Any, venv: Any, tb_dir: str | None):
+def new_model(a: Sb3Args, venv: Any, tb_dir: str | None):
     import torch
     from sb3_contrib import MaskablePPO
 
@@ -152,7 +155,7 @@ class _Run:
     ckpt: Path | None = None
 
 
-def _open(a: Any, config: FarmConfig, out: Path, tb_dir: str | None) -> _Run:
+def _open(a: Sb3Args, config: FarmConfig, out: Path, tb_dir: str | None) -> _Run:
     """The model to train: the newest checkpoint on ``--resume``, else a new one."""
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -203,7 +206,9 @@ def _references(out: Path, config: FarmConfig) -> References:
     return refs
 
 
-def _learn(a: Any, run: _Run, out: Path, callbacks: Any, progress: Any, checkpointer: Any) -> None:
+def _learn(
+    a: Sb3Args, run: _Run, out: Path, callbacks: Any, progress: Any, checkpointer: Any
+) -> None:
     """Train up to ``--total-timesteps``; Ctrl-C saves a checkpoint and exits 130, a diverged
     update stops naming the last finite checkpoint."""
     remaining = max(0, a.total_timesteps - run.start_steps)
@@ -236,7 +241,7 @@ def _learn(a: Any, run: _Run, out: Path, callbacks: Any, progress: Any, checkpoi
 
 
 def _evaluator(
-    a: Any, config: FarmConfig, out: Path, refs: References, run: _Run
+    a: Sb3Args, config: FarmConfig, out: Path, refs: References, run: _Run
 ) -> tuple[EfficiencyEvalCallback, Any, Any]:
     """The periodic evaluation, the measurement it uses and how it keeps ``best_model.zip``."""
     sidecar = {"train_args": dataclasses.asdict(a)}
@@ -277,7 +282,7 @@ def _evaluator(
     return evaluator, measure, save_best
 
 
-def train_sb3(a: Any, config: FarmConfig) -> dict[str, Any]:
+def train_sb3(a: Sb3Args, config: FarmConfig) -> dict[str, Any]:
     """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``
     (``agents.common.run_args.Sb3Args``) on the farm ``config``; returns the summary (train.py
     writes ``summary.json`` and prints the report)."""
@@ -330,7 +335,7 @@ def train_sb3(a: Any, config: FarmConfig) -> dict[str, Any]:
 
 
 def _final_summary(
-    a: Any, config: FarmConfig, run: _Run, refs: References, final_path: Path,
+    a: Sb3Args, config: FarmConfig, run: _Run, refs: References, final_path: Path,
     learn: tuple[float, float], evaluator: EfficiencyEvalCallback, paths: dict[str, Any],
 ) -> dict[str, Any]:  # fmt: skip
     """The summary: the best and the final model measured on fresh seeds (exact where
