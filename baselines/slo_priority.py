@@ -25,7 +25,8 @@ with the most efficient ones that meet it, the weight found on a grid and refine
 the SLO (:func:`best_order_mix`); when the orders are too many to enumerate, first-improvement
 passes of adjacent swaps from the best candidate add orders (:func:`swap_search`). Simulated
 (large farms): every group order with all groups
-packed, all spread, or level-major (``3 K!`` simulations); the mix of the two orders that bracket the SLO on
+packed, all spread, or level-major (``3 K!`` simulations), and the tables of ``best-priority``
+and PAS (a searched table may meet the SLO as it is); the mix of the two orders that bracket the SLO on
 the static front, its weight by bisection (:func:`bracket_mix`).
 """
 
@@ -40,6 +41,8 @@ from functools import lru_cache
 import numpy as np
 
 from baselines.base import Policy
+from baselines.best_priority import BestPriorityPolicy
+from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy
 from baselines.solvers.aggregated import (
     AggregatedSpace,
@@ -200,6 +203,9 @@ class _Simulated:
 
     @staticmethod
     def _mixed(sim, rng, a, b, p, n):
+        if p <= 0.0 or p >= 1.0:  # a pure order (the bisection measures its ends too)
+            sim.run(n, "priority", a if p >= 1.0 else b)
+            return
         done, use_a = 0, rng.random() < p
         while done < n:
             # a run of arrivals sent by the same order: geometric, the choices being i.i.d.
@@ -392,9 +398,13 @@ def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderM
         if math.factorial(len(_pairs(config))) > MAX_ORDERS:  # not every order was measured
             points += swap_search(config, points, D, measure)
         return best_static_order(points, D), best_order_mix(points, D, measure), method
-    # simulated: every group order, all groups packed, all spread or level-major (3 K! runs)
+    # simulated: every group order, all groups packed, all spread or level-major (3 K! runs),
+    # and the tables of best-priority and PAS: a searched table often meets the SLO already, and
+    # the best order that meets it can be no worse than the best table known to meet it
     n = 3 * math.factorial(config.n_groups)
     points = order_points(config, measure, n, per_group=False)
+    for known in (BestPriorityPolicy(config).priority_table(), pas_table(config)):
+        points.append(OrderPoint(known, *measure(known)))
     static = best_static_order(points, D)
     try:
         mix: OrderMix | str = bracket_mix(points, D, measure)
