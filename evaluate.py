@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="with --suite: write leaderboard.{json,md,csv,png} here"
     )
     p.add_argument(
+        "--learned",
+        metavar="PATH[,PATH]",
+        help="with --suite: add the learned rows of these files (experiments/from_scratch.py's "
+        "leaderboard_rows.json), one column per label (docs/evaluation.md, 'Learned rows')",
+    )
+    p.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
         help="comma-separated policy names (baselines.registry names, ppo:PATH); PAS is always "
@@ -97,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _frontier(parser: argparse.ArgumentParser, a: argparse.Namespace, policies: list[str]) -> int:
-    if a.scenario is None or a.suite is not None or a.csv_path or a.exact:
+    if a.scenario is None or a.suite is not None or a.csv_path or a.exact or a.learned:
         parser.error(
             "--frontier: give a SCENARIO, with --json/--plot (not --suite, --csv, --exact)"
         )
@@ -128,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return _frontier(parser, a, policies)
     if a.suite is not None:
         return run_cli(parser, lambda: suite_cli(parser, a, policies))
-    if a.scenario is None or a.out is not None:
-        parser.error("give a SCENARIO (or --suite NAME); --out is for --suite")
+    if a.scenario is None or a.out is not None or a.learned is not None:
+        parser.error("give a SCENARIO (or --suite NAME); --out and --learned are for --suite")
 
     def run() -> None:
         # every output is checked before the run, which may take hours
