@@ -18,18 +18,8 @@ from evaluation.report import check_output_paths
 from evaluation.rollout import MAX_REPLICATIONS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="evaluate.py",
-        description="Long-run energy efficiency of dispatching policies, with 95%% Student-t "
-        "intervals over independent replications (common random numbers across policies) and "
-        "gaps to PAS, the exact optimum and the relaxation upper bound.",
-    )
-    p.add_argument(
-        "scenario",
-        nargs="?",
-        help="preset name (tiny, small-1, paper-100, large-10k, ...) or YAML/JSON path",
-    )
+def _add_suite_options(p: argparse.ArgumentParser) -> None:
+    """``--suite`` and the options that only go with it."""
     p.add_argument(
         "--suite",
         metavar="NAME",
@@ -45,6 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --suite: add the learned rows of these files (experiments/from_scratch.py's "
         "leaderboard_rows.json), one column per label (docs/evaluation.md, 'Learned rows')",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description="Long-run energy efficiency of dispatching policies, with 95%% Student-t "
+        "intervals over independent replications (common random numbers across policies) and "
+        "gaps to PAS, the exact optimum and the relaxation upper bound.",
+    )
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        help="preset name (tiny, small-1, paper-100, large-10k, ...) or YAML/JSON path",
+    )
+    _add_suite_options(p)
     p.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
