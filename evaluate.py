@@ -18,6 +18,25 @@ from evaluation.report import check_output_paths
 from evaluation.rollout import MAX_REPLICATIONS
 
 
+def _add_suite_options(p: argparse.ArgumentParser) -> None:
+    """``--suite`` and the options that only go with it."""
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="run a benchmark suite instead (shipped: core; or a suite YAML path) and write its "
+        "leaderboard with normalised scores (docs/evaluation.md)",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="with --suite: write leaderboard.{json,md,csv,png} here"
+    )
+    p.add_argument(
+        "--learned",
+        metavar="PATH[,PATH]",
+        help="with --suite: add the learned rows of these files (experiments/from_scratch.py's "
+        "leaderboard_rows.json), one column per label (docs/evaluation.md, 'Learned rows')",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evaluate.py",
@@ -30,15 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         help="preset name (tiny, small-1, paper-100, large-10k, ...) or YAML/JSON path",
     )
-    p.add_argument(
-        "--suite",
-        metavar="NAME",
-        help="run a benchmark suite instead (shipped: core; or a suite YAML path) and write its "
-        "leaderboard with normalised scores (docs/evaluation.md)",
-    )
-    p.add_argument(
-        "--out", metavar="DIR", help="with --suite: write leaderboard.{json,md,csv,png} here"
-    )
+    _add_suite_options(p)
     p.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
@@ -97,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _frontier(parser: argparse.ArgumentParser, a: argparse.Namespace, policies: list[str]) -> int:
-    if a.scenario is None or a.suite is not None or a.csv_path or a.exact:
+    if a.scenario is None or a.suite is not None or a.csv_path or a.exact or a.learned:
         parser.error(
             "--frontier: give a SCENARIO, with --json/--plot (not --suite, --csv, --exact)"
         )
@@ -128,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return _frontier(parser, a, policies)
     if a.suite is not None:
         return run_cli(parser, lambda: suite_cli(parser, a, policies))
-    if a.scenario is None or a.out is not None:
-        parser.error("give a SCENARIO (or --suite NAME); --out is for --suite")
+    if a.scenario is None or a.out is not None or a.learned is not None:
+        parser.error("give a SCENARIO (or --suite NAME); --out and --learned are for --suite")
 
     def run() -> None:
         # every output is checked before the run, which may take hours

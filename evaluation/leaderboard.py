@@ -1,24 +1,36 @@
 """The leaderboard of a benchmark suite: Markdown table, CSV, PNG plot and JSON, all written
 atomically, with every output path checked before the (long) run. See :mod:`evaluation.suite`.
+
+Learned rows (``evaluate.py --suite core --learned PATH[,PATH]``) are results measured elsewhere,
+such as ``experiments/from_scratch.py``'s ``leaderboard_rows.json``: per scenario an efficiency
+with a 95% interval, under a label that says what produced it. Each label becomes one column,
+scored with the suite run's random dispatcher and reference by the same formula as the others
+(``n/a`` on the scenarios the file lacks). The file is only read: evaluation never imports the
+code that wrote it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evaluation.cli import name_list
 from evaluation.report import atomic_open, atomic_write, check_output_paths, to_json
-from evaluation.suite import run_suite
+from evaluation.suite import RANDOM_POLICY, SuiteDefinition, load_suite, mean_of_scores, run_suite
 
 __all__ = [
     "SCORE_METHOD",
     "format_markdown",
     "leaderboard_csv",
     "leaderboard_paths",
+    "load_learned_rows",
+    "merge_learned",
     "plot_leaderboard",
     "run_suite_and_write",
     "suite_cli",
@@ -35,6 +47,9 @@ SCORE_METHOD = (
 def _pm(s: Mapping[str, Any] | None, spec: str) -> str:
     if s is None or s.get("mean") is None:
         return "n/a"
+    if s.get("ci95_low") is not None:  # a learned row: an asymmetric (bootstrap) interval
+        lo, hi = format(s["ci95_low"], spec), format(s["ci95_high"], spec)
+        return f"{format(s['mean'], spec)} [{lo}, {hi}]"
     half = s.get("ci95")
     return format(s["mean"], spec) + ("" if half is None else " ± " + format(half, spec))
 
@@ -59,6 +74,151 @@ def _response_time_rows(board: Mapping[str, Any], pols: list[str]) -> list[str]:
             + " |"
         )
     return rows
+
+
+#: the schema tag of a learned-rows file (experiments/from_scratch.py writes it)
+LEARNED_SCHEMA = "serverfarm-gym/learned-rows/1"
+LEARNED_METHOD = (
+    "learned columns: efficiency = the file's statistic (IQM over seeds) [its 95% interval]; "
+    "score by the same formula with this run's random mean and reference, the interval's ends "
+    "mapped through it (the random run's own noise, small next to the seeds', is not added); "
+    "mean score: mean of the per-scenario scores, no interval"
+)
+_ROW_KEYS = ("label", "scenario", "efficiency", "seeds", "steps")
+
+
+def _finite(v: Any, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{where}: expected a finite number, got {v!r}")
+    return float(v)
+
+
+def _learned_row(row: Any, where: str, suite: SuiteDefinition) -> dict[str, Any]:
+    """One validated row; ``ValueError`` naming the row and the field otherwise."""
+    if not isinstance(row, Mapping):
+        raise ValueError(f"{where}: expected a mapping, got {type(row).__name__}")
+    missing = [k for k in _ROW_KEYS if k not in row]
+    if missing:
+        raise ValueError(f"{where}: missing keys {missing} (a row needs {list(_ROW_KEYS)})")
+    label = row["label"]
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(f"{where}.label: a non-empty name, got {label!r}")
+    if row["scenario"] not in suite.scenario_names():
+        raise ValueError(
+            f"{where}.scenario: {row['scenario']!r} is not a scenario of suite {suite.name!r} "
+            f"({', '.join(suite.scenario_names())})"
+        )
+    eff = row["efficiency"]
+    if not isinstance(eff, Mapping) or not {"iqm", "ci95_low", "ci95_high"} <= set(eff):
+        raise ValueError(f"{where}.efficiency: needs keys iqm, ci95_low, ci95_high; got {eff!r}")
+    iqm, lo, hi = (
+        _finite(eff[k], f"{where}.efficiency.{k}") for k in ("iqm", "ci95_low", "ci95_high")
+    )
+    if not lo <= iqm <= hi:
+        raise ValueError(f"{where}.efficiency: needs ci95_low <= iqm <= ci95_high, got {eff!r}")
+    seeds, steps = row["seeds"], row["steps"]
+    if not isinstance(seeds, list) or not seeds or not all(type(x) is int for x in seeds):
+        raise ValueError(f"{where}.seeds: a non-empty list of integers, got {seeds!r}")
+    if type(steps) is not int or steps < 1:
+        raise ValueError(f"{where}.steps: a positive integer, got {steps!r}")
+    ref = row.get("reference")
+    ref_eff = None if not isinstance(ref, Mapping) else ref.get("efficiency")
+    return {"label": label.strip(), "scenario": row["scenario"], "efficiency": (iqm, lo, hi),
+            "seeds": seeds, "steps": steps,
+            "reference": None if ref_eff is None else _finite(ref_eff, f"{where}.reference")}  # fmt: skip
+
+
+def load_learned_rows(paths: Sequence[str | Path], suite: SuiteDefinition) -> list[dict[str, Any]]:
+    """The rows of the learned-rows files ``paths`` for ``suite``, validated before anything runs:
+    the schema tag, the suite's name and version, every row's keys and numbers (``ValueError``
+    naming ``--learned PATH`` and the field otherwise), and one row per (label, scenario)."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        where = f"--learned {path}"
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as err:
+            raise ValueError(f"{where}: cannot read the file ({err.strerror})") from err
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not JSON ({err.msg}, line {err.lineno})") from err
+        if not isinstance(data, Mapping) or data.get("schema") != LEARNED_SCHEMA:
+            got = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
+            raise ValueError(f"{where}: schema must be {LEARNED_SCHEMA!r}, got {got!r}")
+        for key, want in (("suite", suite.name), ("suite_version", suite.version)):
+            if data.get(key) != want:
+                raise ValueError(
+                    f"{where}: rows for {key} {data.get(key)!r}, this run is {want!r} (scores are "
+                    "comparable only within one suite version); rerun what produced the file"
+                )
+        rows = data.get("rows")
+        if not isinstance(rows, list) or not rows:
+            raise ValueError(f"{where}: 'rows' must be a non-empty list")
+        for i, row in enumerate(rows):
+            r = _learned_row(row, f"{where}: rows[{i}]", suite)
+            if any((o["label"], o["scenario"]) == (r["label"], r["scenario"]) for o in out):
+                raise ValueError(
+                    f"{where}: rows[{i}]: a second row for {r['label']!r} on {r['scenario']}"
+                )
+            out.append({**r, "source": str(path)})
+    return out
+
+
+def _learned_entry(row: Mapping[str, Any], sc: Mapping[str, Any]) -> dict[str, Any]:
+    """A learned row's leaderboard entry on scenario ``sc``, scored like the other columns."""
+    rand = float(sc["policies"][RANDOM_POLICY]["efficiency"]["mean"])
+    span = float(sc["reference"]["efficiency"]) - rand
+
+    def score(x: float) -> float:
+        return 100.0 * (x - rand) / span
+
+    iqm, lo, hi = row["efficiency"]
+    return {
+        "efficiency": {"mean": iqm, "ci95": None, "ci95_low": lo, "ci95_high": hi},
+        "score": {"mean": score(iqm), "ci95": None, "ci95_low": score(lo), "ci95_high": score(hi)},
+        "mean_response_time": None,
+        "source": row["source"], "seeds": row["seeds"], "steps": row["steps"],
+    }  # fmt: skip
+
+
+def merge_learned(
+    board: dict[str, Any], details: dict[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Add one column per learned label to ``board`` (filled where its file has the scenario,
+    ``n/a`` with the reason in ``details`` elsewhere) and their provenance as ``board["learned"]``.
+    A label may not reuse a policy's name."""
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    clash = [lb for lb in labels if lb in board["mean_score"]]
+    if clash:
+        raise ValueError(f"--learned: label(s) {clash} already name a policy of this run")
+    board["learned"] = {}
+    for label in labels:
+        mine = {r["scenario"]: r for r in rows if r["label"] == label}
+        sources = sorted({r["source"] for r in mine.values()})
+        per: list[Mapping[str, float | None]] = []
+        for name, sc in board["scenarios"].items():
+            row = mine.get(name)
+            if row is None:
+                sc["policies"][label] = {
+                    "efficiency": None,
+                    "score": None,
+                    "mean_response_time": None,
+                }
+                details.setdefault("not_applicable", {}).setdefault(name, {})[label] = (
+                    f"no row for this scenario in {', '.join(sources)}"
+                )
+                per.append({"mean": None, "ci95": None})
+                continue
+            sc["policies"][label] = entry = _learned_entry(row, sc)
+            per.append(entry["score"])
+            ref = row["reference"]
+            if ref is not None and abs(ref - sc["reference"]["efficiency"]) > 1e-6 * abs(ref):
+                details.setdefault("warnings", []).append(
+                    f"{name}: {label}: the file's reference {ref:.8g} differs from this run's "
+                    f"{sc['reference']['efficiency']:.8g}"
+                )
+        scores = [{"mean": s["mean"], "ci95": None} for s in per]
+        board["mean_score"][label] = mean_of_scores(scores, [1] * len(scores))
+        board["learned"][label] = {"sources": sources, "scenarios": sorted(mine)}
 
 
 def format_markdown(board: Mapping[str, Any], details: Mapping[str, Any] | None = None) -> str:
@@ -88,6 +248,9 @@ def format_markdown(board: Mapping[str, Any], details: Mapping[str, Any] | None 
         + " |"
     )
     notes = [f"Scores ({SCORE_METHOD}); random = 0, reference = 100."]
+    if board.get("learned"):
+        notes.append(LEARNED_METHOD + "; from " + ", ".join(
+            sorted({src for v in board["learned"].values() for src in v["sources"]})))  # fmt: skip
     if details:
         for sc_name, na in details.get("not_applicable", {}).items():
             for pol, why in na.items():
@@ -128,7 +291,8 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
     w.writerow(["suite", "suite_version", "scenario", "n_servers", "reference_kind",
                 "reference_efficiency", "policy", "efficiency_mean", "efficiency_ci95",
                 "score_mean", "score_ci95", "mean_response_time_mean",
-                "mean_response_time_ci95", "slo", "slo_met"])  # fmt: skip
+                "mean_response_time_ci95", "slo", "slo_met", "efficiency_ci95_low",
+                "efficiency_ci95_high", "score_ci95_low", "score_ci95_high", "source"])  # fmt: skip
 
     def cell(v: Any) -> Any:
         return "" if v is None else v
@@ -142,10 +306,12 @@ def leaderboard_csv(board: Mapping[str, Any]) -> str:
                         cell(eff.get("mean")), cell(eff.get("ci95")),
                         cell(score.get("mean")), cell(score.get("ci95")),
                         cell(rt.get("mean")), cell(rt.get("ci95")), cell(sc.get("slo")),
-                        cell(e.get("slo_met"))])  # fmt: skip
+                        cell(e.get("slo_met")), cell(eff.get("ci95_low")),
+                        cell(eff.get("ci95_high")), cell(score.get("ci95_low")),
+                        cell(score.get("ci95_high")), cell(e.get("source"))])  # fmt: skip
     for pol, s in board["mean_score"].items():
         w.writerow([board["suite"], board["suite_version"], "mean", "", "", "", pol, "", "",
-                    cell(s["mean"]), cell(s["ci95"]), "", "", "", ""])  # fmt: skip
+                    cell(s["mean"]), cell(s["ci95"]), "", "", "", "", "", "", "", "", ""])  # fmt: skip
     return buf.getvalue()
 
 
@@ -163,15 +329,20 @@ def plot_leaderboard(board: Mapping[str, Any], path: str | Path) -> None:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for j, pol in enumerate(pols):
-        ys, xs, errs = [], [], []
+        ys, xs, lows, highs = [], [], [], []
         for i, (_, entries) in enumerate(rows):
             s = entries[pol]["score"]
             if s is None or s["mean"] is None:
                 continue
             ys.append(i + (j - (len(pols) - 1) / 2) * height)
             xs.append(s["mean"])
-            errs.append(s["ci95"] or 0.0)
-        ax.barh(ys, xs, height=height, xerr=errs, capsize=2, label=pol)
+            if s.get("ci95_low") is not None:  # a learned row's asymmetric interval
+                lows.append(s["mean"] - s["ci95_low"])
+                highs.append(s["ci95_high"] - s["mean"])
+            else:
+                lows.append(s["ci95"] or 0.0)
+                highs.append(s["ci95"] or 0.0)
+        ax.barh(ys, xs, height=height, xerr=[lows, highs], capsize=2, label=pol)
     ax.axvline(0.0, color="k", lw=0.8)
     ax.axvline(100.0, color="k", lw=0.8, ls="--")
     ax.set_yticks(range(len(rows)), [n for n, _ in rows])
@@ -241,12 +412,22 @@ def run_suite_and_write(
     csv_path: str | Path | None = None,
     plot_path: str | Path | None = None,
     quiet: bool = False,
+    learned: Sequence[str | Path] = (),
     **kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Check the outputs, :func:`~evaluation.suite.run_suite`, print the Markdown (unless
-    ``quiet``) and write the files. This is ``evaluate.py --suite``."""
+    """Check the outputs and the ``learned`` rows files, :func:`~evaluation.suite.run_suite`, add
+    the learned columns (:func:`merge_learned`), print the Markdown (unless ``quiet``) and write
+    the files. This is ``evaluate.py --suite``."""
     paths = leaderboard_paths(out_dir, json_path, csv_path, plot_path)
+    if learned:
+        suite = suite if isinstance(suite, SuiteDefinition) else load_suite(suite)
+        rows = load_learned_rows(learned, suite)
+        clash = sorted({r["label"] for r in rows} & {*policies, "pas", RANDOM_POLICY})
+        if clash:
+            raise ValueError(f"--learned: label(s) {clash} already name a policy of this run")
     board, details = run_suite(suite, policies, **kwargs)
+    if learned:
+        merge_learned(board, details, rows)
     write_leaderboard(board, details, paths)
     if not quiet:
         print(format_markdown(board, details))
@@ -273,6 +454,7 @@ def suite_cli(parser: argparse.ArgumentParser, a: argparse.Namespace, policies: 
     run_suite_and_write(
         a.suite, policies, out_dir=a.out, json_path=a.json_path, csv_path=a.csv_path,
         plot_path=a.plot_path, quiet=a.quiet, action_mode=a.action_mode, workers=a.workers,
+        learned=name_list("--learned", a.learned) if a.learned is not None else (),
         use_ray=a.ray is not None, ray_address=a.ray or None,
         progress=False if a.quiet else None,
     )  # fmt: skip

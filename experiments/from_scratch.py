@@ -20,7 +20,10 @@ Every (scenario, trainer, seed) cell is written atomically to its own JSON file 
 over processes with ``--trainers``/``--seeds``). ``--report`` (also after every run) aggregates
 the cells present: per row the interquartile mean (IQM) with a 95% stratified-bootstrap interval
 (``rliable``), the share of seeds that reached each threshold, performance profiles and learning
-curves (PNG), ``--out/from_scratch.json`` and the markdown table printed.
+curves (PNG), ``--out/from_scratch.json`` and the markdown table printed, and
+``--out/leaderboard_rows.json``: the rows the suite leaderboard takes
+(``python evaluate.py --suite core --learned results/from_scratch/leaderboard_rows.json``; schema in
+:func:`learned_rows` and docs/evaluation.md, "Learned rows").
 
     nice -n 10 python -m experiments.from_scratch --seeds 10 --steps 24576 --figure-dir docs/figures
     python -m experiments.from_scratch --report --figure-dir docs/figures
@@ -51,6 +54,10 @@ THRESHOLDS = (0.99, 0.999)
 #: env steps between exact evaluations: one update of either trainer
 EVAL_EVERY = 2048
 ACTION_MODE = "group"
+#: the suite whose scenarios these are, and the schema tag of the rows file the leaderboard reads
+SUITE = "core"
+ROWS_SCHEMA = "serverfarm-gym/learned-rows/1"
+ROWS_FILE = "leaderboard_rows.json"
 
 
 def _warmup(config: Any) -> int:
@@ -240,6 +247,8 @@ def aggregate(cells: list[dict[str, Any]], refs: dict[str, dict[str, float]]) ->
             "final_gap_pct": _iqm_ci(np.array([[m["final_gap_pct"]] for m in ms])),
             # the best evaluated policy's: what train.py's exact best-model selection keeps
             "best_gap_pct": _iqm_ci(np.array([[100.0 * (1.0 - m["best_share"])] for m in ms])),
+            # the final policy's exact efficiency: what the leaderboard's learned rows report
+            "final_efficiency": _iqm_ci(np.array([[c["curve"][-1][2]] for c in mine])),
         }  # fmt: skip
         for th in THRESHOLDS:
             key = f"{100 * th:g}"
@@ -253,6 +262,40 @@ def aggregate(cells: list[dict[str, Any]], refs: dict[str, dict[str, float]]) ->
         row["runs"] = [{"seed": c["seed"], **m} for c, m in zip(mine, ms, strict=True)]
         rows.append(row)
     return {"rows": rows, "references": refs}
+
+
+def learned_rows(agg: dict[str, Any], suite: str = SUITE) -> dict[str, Any]:
+    """The rows of ``agg`` in the schema ``evaluate.py --suite core --learned PATH`` reads: per
+    (scenario, trainer) the IQM over seeds of the final policy's exact efficiency and its 95%
+    stratified-bootstrap interval, labelled by what produced it. The normalised score needs the
+    random dispatcher of the suite run, so the leaderboard computes it (``score`` is null here);
+    only scenarios whose farm is the suite scenario's farm are written."""
+    from envs.scenarios import load_scenario
+    from evaluation.suite import load_suite
+
+    definition = load_suite(suite)
+    farms = {sc.name: sc.farm for sc in definition.scenarios}
+    rows = []
+    for r in agg["rows"]:
+        if farms.get(r["scenario"]) != load_scenario(r["scenario"]):
+            continue  # not this suite's farm: its efficiency is not comparable there
+        steps = int(r["budget_steps"])
+        iqm, lo, hi = r["final_efficiency"]
+        rows.append({
+            "label": f"ppo-{r['trainer']} (from scratch, {r['n']} seeds, {steps:,} steps)",
+            "scenario": r["scenario"], "trainer": r["trainer"], "seeds": list(r["seeds"]),
+            "steps": steps, "action_mode": ACTION_MODE,
+            "efficiency": {"iqm": iqm, "ci95_low": lo, "ci95_high": hi},
+            "reference": {"kind": "optimum", "efficiency": agg["references"][r["scenario"]]["optimum"]},
+            "score": None,
+        })  # fmt: skip
+    return {
+        "schema": ROWS_SCHEMA, "suite": definition.name, "suite_version": definition.version,
+        "produced_by": "experiments/from_scratch.py",
+        "statistic": "IQM over seeds of the final policy's exact efficiency (evaluation.exact)",
+        "interval": "95% percentile interval, 5,000 stratified-bootstrap resamples of the seeds",
+        "rows": rows,
+    }  # fmt: skip
 
 
 def markdown_table(agg: dict[str, Any]) -> str:
@@ -386,6 +429,7 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     agg["incomplete_rows"] = short
     atomic_write(out / "from_scratch.json", to_json(agg))
+    atomic_write(out / ROWS_FILE, to_json(learned_rows(agg)))
     print(markdown_table(agg))
     if short:
         print(f"not reported (fewer than {min_seeds} seeds): {', '.join(short)}")

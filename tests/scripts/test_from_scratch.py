@@ -50,3 +50,28 @@ def test_a_rerun_skips_finished_cells_and_reports_full_rows(tmp_path, monkeypatc
     agg = fs.main([*argv[:-1], "4", "--report"])
     assert [(r["trainer"], r["n"]) for r in agg["rows"]] == [("lean", 4)]
     assert "not reported (fewer than 4 seeds): tiny/sb3 (2 seeds)" in capsys.readouterr().out
+
+
+def test_the_rows_file_is_what_the_suite_leaderboard_takes(tmp_path, monkeypatch) -> None:
+    from evaluation.leaderboard import load_learned_rows
+    from evaluation.suite import load_suite
+
+    finals = iter([0.3289, 0.3250, 0.3270])
+
+    def fake(config, seed, steps):
+        return [(0, 0.0, 0.30), (2048, 0.5, next(finals))]
+
+    monkeypatch.setitem(fs.RUNNERS, "lean", fake)
+    argv = ["--scenarios", "tiny", "--trainers", "lean", "--seeds", "3", "--steps", "2048",
+            "--out", str(tmp_path), "--min-seeds", "3"]  # fmt: skip
+    fs.main(argv)
+    data = json.loads((tmp_path / fs.ROWS_FILE).read_text())
+    assert (data["schema"], data["suite"]) == (fs.ROWS_SCHEMA, "core")
+    (row,) = load_learned_rows([tmp_path / fs.ROWS_FILE], load_suite("core"))
+    assert row["label"] == "ppo-lean (from scratch, 3 seeds, 2,048 steps)"
+    assert (row["scenario"], row["seeds"], row["steps"]) == ("tiny", [0, 1, 2], 2048)
+    iqm, lo, hi = row["efficiency"]
+    # three seeds: the IQM (rliable) of 0.325, 0.327, 0.3289 weights the middle one fully
+    assert lo <= iqm <= hi and 0.325 <= iqm <= 0.3289
+    assert row["reference"] == pytest.approx(json.loads(
+        (tmp_path / "from_scratch.json").read_text())["references"]["tiny"]["optimum"])  # fmt: skip
