@@ -36,7 +36,16 @@ def test_calibration_keeps_the_best_prior_by_the_key() -> None:
     assert net.validation_score == scores[net.prior]
 
 
-@pytest.mark.parametrize("bad", [["--prior", "-1"], ["--exact-farms", "-2"], ["--floor", "-1"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--prior", "-1"],
+        ["--exact-farms", "-2"],
+        ["--floor", "-1"],
+        ["--prior-factors", "1,x"],
+        ["--prior-factors", "0"],
+    ],
+)
 def test_bad_options_are_usage_errors(bad: list[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--farms", "0", "--small-farms", "0", *bad])
