@@ -15,11 +15,15 @@ best alternative group is; plus the farm's load, size, number of groups and type
 Network (:func:`forward`): a token MLP, then (DeepSets) the mean of the token embeddings over the
 farm and over the token's own group are concatenated to each token, and two heads give
 
-    score(k, b) = g(k) + d(k, b)
+    score(k, b) = p * pas(k) + g(k) + d(k, b)
 
-``g`` (the mean of a head over the group's tokens) ranks the groups, ``d`` orders the levels
-within a group and moves single entries across groups (reservation: the top levels of a group
-below another group). Permuting the groups permutes the table.
+``pas(k)`` is PAS's ranking of the group (minus its efficiency rank: 0 for the most efficient
+group, -1 for the next, ...; the weights' ``prior.scale`` is ``p``, 0 or absent = no prior), so
+the network learns a correction to PAS and a network that outputs little is PAS (its ties within
+a group are PAS's smallest-server-index tie-break). ``g`` (the mean of a head over the group's
+tokens) ranks the groups, ``d`` orders the levels within a group and moves single entries across
+groups (reservation: the top levels of a group below another group). Permuting the groups
+permutes the table.
 
 Files: ``NAME.npz`` (the weights, float32 arrays, read with ``allow_pickle=False``) and
 ``NAME.json`` (the feature list, sizes, how it was trained and validated).
@@ -54,6 +58,8 @@ FEATURES = (
     "farm_load", "log_servers", "groups_8", "types_4",
 )  # fmt: skip
 
+
+_EFF_RANK = FEATURES.index("eff_rank")
 
 #: farms larger than this are read through their scaled-down twin of about 100 servers
 TWIN_SERVERS = 200
@@ -155,7 +161,17 @@ def forward(w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray) -> np.nd
     gscore = np.zeros(K)
     np.add.at(gscore, group, out[:, 0])
     gscore /= cnt[:, 0]
-    return gscore[group] + out[:, 1]
+    return gscore[group] + out[:, 1] + pas_prior(w, x, group)
+
+
+def pas_prior(w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """float64[T]: ``prior.scale`` times minus the token's group's PAS rank (0 = the most
+    efficient group), read back from the ``eff_rank`` feature; zeros without a prior."""
+    scale = float(np.asarray(w.get("prior.scale", 0.0)).reshape(-1)[0])
+    if scale == 0.0:
+        return np.zeros(len(group))
+    K = int(group.max()) + 1
+    return -scale * np.rint(x[:, _EFF_RANK].astype(np.float64) * max(K - 1, 1))
 
 
 def _tie_packing_runs(scores: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -226,6 +242,8 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     missing = [k for k in need if k not in w]
     if missing:
         raise ValueError(f"model: {p} lacks {missing}")
+    if "prior.scale" in w and w["prior.scale"].size != 1:
+        raise ValueError(f"model: {p} has a prior.scale of {w['prior.scale'].size} values, not 1")
     if not all(np.all(np.isfinite(v)) for v in w.values()):
         raise ValueError(f"model: {p} has non-finite weights")
     return w, meta

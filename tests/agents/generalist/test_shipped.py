@@ -41,17 +41,35 @@ def test_a_valid_table_on_every_farm(farm: str) -> None:
     assert kind == "priority" and np.array_equal(table, t)
 
 
-def test_the_numpy_forward_is_the_torch_one() -> None:
+@pytest.mark.parametrize("prior", [0.0, 1.5])
+def test_the_numpy_forward_is_the_torch_one(prior: float) -> None:
     torch = pytest.importorskip("torch")
     from agents.generalist.table_train import TableNet
 
-    net = TableNet(16).eval()
+    net = TableNet(16, prior).eval()
     config = sample_farm(3)
     x, group, _ = table_features(config)
     with torch.no_grad():
         want = net(torch.as_tensor(x), torch.as_tensor(group)).numpy()
     got = forward(net.numpy_weights(), x, group)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_network_with_no_correction_is_pas() -> None:
+    # the prior alone (every weight 0): PAS's table up to a monotone map, so PAS's decisions
+    w, _ = load_weights(SHIPPED_MODEL)
+    zero = {k: np.zeros_like(v) for k, v in w.items()} | {"prior.scale": np.ones(1, np.float32)}
+    for seed in range(HELD_OUT_SEEDS.start + 20, HELD_OUT_SEEDS.start + 26):
+        config = sample_farm(seed)
+        t = generalist_table(config, weights=zero)
+        usable = np.arange(config.max_buffer + 1)[None, :] < config.buffers[:, None]
+        eff = np.broadcast_to(config.group_efficiency[:, None], t.shape)
+        a, b = np.argwhere(usable).T
+        # whenever PAS strictly prefers one group, so does the table; within a group: ties
+        hi = eff[a, b][:, None] > eff[a, b][None, :]
+        assert np.all((t[a, b][:, None] > t[a, b][None, :])[hi])
+        same = a[:, None] == a[None, :]
+        assert np.all((t[a, b][:, None] == t[a, b][None, :])[same])
 
 
 def test_group_mode_respects_the_mask() -> None:
