@@ -98,6 +98,10 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     """(module, at module level) of every import statement in ``path``."""
     tree = ast.parse(path.read_text(), str(path))
     top_level = {id(n) for n in tree.body}
+    # imports for annotations only (``if TYPE_CHECKING:`` at the top) count as top-level
+    for n in tree.body:
+        if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING"):
+            top_level |= {id(m) for m in n.body}
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -48,10 +48,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.generalist.policy import generalist_table
 from agents.generalist.table_net import FEATURES, TWIN_SERVERS, save_weights, table_features
 from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
+from baselines.pas import pas_table
+from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from evaluation.exact import exact_solvable
+from evaluation.measure import measure
 
 __all__ = [
     "EXACT_SEARCH",
@@ -244,8 +249,6 @@ class Validation:
 
     def __init__(self, n: int, floor: float = 0.5) -> None:
         self.floor = floor
-        from baselines.pas import pas_table
-        from evaluation.exact import exact_solvable
 
         self.farms: list[FarmConfig] = []
         seed = HELD_OUT_SEEDS.start
@@ -258,8 +261,6 @@ class Validation:
 
     @staticmethod
     def _eff(config: FarmConfig, table: np.ndarray) -> float:
-        from baselines.priority import PriorityPolicy
-        from evaluation.measure import measure
 
         pol = PriorityPolicy(config, table=table)
         return measure(pol, config, action_mode="server", method="exact").efficiency
@@ -283,7 +284,6 @@ class Validation:
         net.prior, net.validation_score = best  # type: ignore[assignment]
 
     def score(self, weights: dict[str, np.ndarray]) -> tuple[float, float, float]:
-        from agents.generalist.policy import generalist_table
 
         eff = np.array([self._eff(c, generalist_table(c, weights=weights)) for c in self.farms])
         rel = 100.0 * (eff - self.pas) / self.pas
@@ -332,7 +332,8 @@ def exact_seeds(n: int, first: int) -> list[int]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of the table network's training (module doc)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--farms", type=int, default=400, help="training farms (seeds from --first)")
     p.add_argument(
@@ -377,7 +378,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument("--cache", default="runs/table-labels", help="teacher labels, one file a farm")
     p.add_argument("--out", default="runs/generalist-table/generalist_table")
-    a = p.parse_args(argv)
+    return p
+
+
+def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ...]:
+    """Refuse bad options (exit 2, naming them); the prior's factors tried."""
     try:
         factors = tuple(float(f) for f in a.prior_factors.split(","))
     except ValueError:
@@ -400,6 +405,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         or a.first + max(a.farms, a.small_farms) > HELD_OUT_SEEDS.start
     ):
         p.error("--farms/--first: training seeds must lie in 0..HELD_OUT_SEEDS.start-1")
+    return factors
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = build_parser()
+    a = p.parse_args(argv)
+    factors = _check(p, a)
     torch.set_num_threads(1)
     t0 = time.process_time()
     cache = Path(a.cache) if a.cache else None

@@ -27,7 +27,6 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -40,6 +39,7 @@ from agents.common.run_dir import write_run_args
 from agents.ppo import slo as slo_training
 from agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
 from agents.ppo.algorithm import numpy_predictor
+from agents.ppo.run_state import LeanRun
 from agents.ppo.start import plain_estimate, provenance, run_references, strongest_start
 from agents.ppo.trainer import (
     LeanTrainer,
@@ -72,53 +72,6 @@ if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
 __all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
 
 START_MODEL = "start_model.zip"  # the clone (or random start) before PPO, kept for the confirmation
-
-
-@dataclass
-class LeanRun:
-    """The state of one lean run, shared by its steps (:func:`train_lean`): what the build sets
-    up once and what learning changes (the history, the last evaluation and checkpoint)."""
-
-    a: LeanArgs  # train.py's resolved arguments
-    config: FarmConfig
-    out: Path
-    side: dict[str, Any]  # every saved model's sidecar entries
-    view: GroupView | None  # a tied network's server view (None: the network acts itself)
-    exact: bool
-    warm: int  # unmeasured policy epochs of each simulated replication
-    evaluator: PairedEvaluator
-    end: int  # the run's last step (whole rollouts)
-    trainer: LeanTrainer | None = None
-    start: int = 0  # the step the run (or this resume) starts at
-    resumed: bool = False
-    started_from: str | None = "random"
-    refs: References | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    selector: BestModelSelector | None = None
-    writer: Any = None  # the TensorBoard writer (None: off)
-    last_eval: int = -1
-    last_ckpt: int = 0
-    learn_s: float = 0.0
-    learn_cpu_s: float = 0.0
-    slo: slo_training.SLORun | None = None  # training to the farm's SLO (agents.ppo.slo)
-
-    @property
-    def ckpt_dir(self) -> Path:
-        return self.out / "checkpoints"
-
-    @property
-    def best_path(self) -> Path:
-        return self.out / "best_model.zip"
-
-    @property
-    def eval_log(self) -> Path:
-        return self.out / "evaluations.jsonl"
-
-    @property
-    def model(self) -> LeanTrainer:
-        if self.trainer is None:  # the build always sets one
-            raise RuntimeError("the run has no trainer yet")
-        return self.trainer
 
 
 def train_lean(
