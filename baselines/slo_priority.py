@@ -26,7 +26,8 @@ the SLO (:func:`best_order_mix`); when the orders are too many to enumerate, fir
 passes of adjacent swaps from the best candidate add orders (:func:`swap_search`). Simulated
 (large farms): every group order with all groups
 packed, all spread, or level-major (``3 K!`` simulations), and the tables of ``best-priority``
-and PAS (a searched table may meet the SLO as it is); the mix of the two orders that bracket the SLO on
+and PAS (a searched table may meet the SLO as it is), then on farms of at most
+``SWAP_MAX_SERVERS`` servers the swap passes from the best order that meets the SLO; the mix of the two orders that bracket the SLO on
 the static front, its weight by bisection (:func:`bracket_mix`).
 """
 
@@ -73,6 +74,10 @@ __all__ = [
 EXACT_MAX_STATES = 20_000
 #: enumerate every strict order up to this many
 MAX_ORDERS = 5_040
+#: simulated farms up to this many servers also run the swap passes (one simulation a swap;
+#: on paper-100 they stop after ~50 swaps, about 1 CPU-s), with at most this many swaps
+SWAP_MAX_SERVERS = 1_000
+SIMULATED_SWAP_BUDGET = 300
 
 
 @dataclass(frozen=True)
@@ -405,6 +410,8 @@ def _search(config: FarmConfig, D: float, seed: int) -> tuple[OrderPoint, OrderM
     points = order_points(config, measure, n, per_group=False)
     for known in (BestPriorityPolicy(config).priority_table(), pas_table(config)):
         points.append(OrderPoint(known, *measure(known)))
+    if config.n_servers <= SWAP_MAX_SERVERS:  # the families jump in E[T]: fill the gaps near D
+        points += swap_search(config, points, D, measure, budget=SIMULATED_SWAP_BUDGET)
     static = best_static_order(points, D)
     try:
         mix: OrderMix | str = bracket_mix(points, D, measure)
