@@ -38,6 +38,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -385,7 +386,6 @@ def solve_lp(
     """
     t0 = time.perf_counter()
     space = _lp_space(config, max_variables, arrival_rates, check_sizes)
-    N, J, A = space.n_states, space.config.n_job_types, space.n_actions
     A_eq, b_eq, c = _lp_constraints(space)
     res = linprog(
         c,
@@ -397,17 +397,42 @@ def solve_lp(
     )
     if res.status != 0:
         raise RuntimeError(f"LP solve failed: {res.message}")
-    x = np.maximum(res.x, 0.0)
-    z = x[:N]
-    y = np.zeros((N, J, A))
-    ys, yj, ya = np.nonzero(space.valid)
-    y[ys, yj, ya] = x[N:]
+    z, y = occupation_measures(space, res.x)
     probs, pi, eta = _lp_policy(space, z, y)
-    actions = np.argmax(probs, axis=2).astype(np.int64)  # ties: smallest (k, b)
+    info = {"policy_value": eta, "n_variables": A_eq.shape[1], "n_constraints": A_eq.shape[0]}
+    return lp_solution(space, res, "lp", probs, z, y, pi, t0, info)
+
+
+def occupation_measures(space: AggregatedSpace, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(z[N], y[N, J, A]) of an occupation-measure LP's solution ``x``: the state measures
+    first, then one per valid (state, type, action) in ``np.nonzero(space.valid)`` order (the
+    column order of both LPs), clipped at 0 (HiGHS may return -1e-17)."""
+    N = space.n_states
+    x = np.maximum(x, 0.0)
+    y = np.zeros((N, space.config.n_job_types, space.n_actions))
+    y[np.nonzero(space.valid)] = x[N:]
+    return x[:N], y
+
+
+def lp_solution(
+    space: AggregatedSpace,
+    res: Any,
+    method: str,
+    probs: np.ndarray,
+    z: np.ndarray,
+    y: np.ndarray,
+    pi: np.ndarray,
+    t0: float,
+    info: dict[str, Any],
+) -> OptimumSolution:
+    """The :class:`OptimumSolution` of an LP result ``res`` (scipy's ``OptimizeResult``) and its
+    policy ``probs``: deterministic ``actions`` by argmax (ties: the smallest (k, b); -1 where
+    no server has room), the time since ``t0``."""
+    actions = np.argmax(probs, axis=2).astype(np.int64)
     actions[~space.has_vacancy] = -1
     return OptimumSolution(
         value=-float(res.fun),
-        method="lp",
+        method=method,
         space=space,
         actions=actions,
         probs=probs,
@@ -416,7 +441,7 @@ def solve_lp(
         pi=pi,
         iterations=int(getattr(res, "nit", 0) or 0),
         seconds=time.perf_counter() - t0,
-        info={"policy_value": eta, "n_variables": A_eq.shape[1], "n_constraints": A_eq.shape[0]},
+        info=info,
     )
 
 

@@ -46,7 +46,12 @@ from baselines.solvers.aggregated import (
     refuse_if_larger,
 )
 from baselines.solvers.ctmc import GeneratorSolver
-from baselines.solvers.optimum import DEFAULT_MAX_LP_VARIABLES, OptimumSolution
+from baselines.solvers.optimum import (
+    DEFAULT_MAX_LP_VARIABLES,
+    OptimumSolution,
+    lp_solution,
+    occupation_measures,
+)
 from envs.config import FarmConfig
 
 __all__ = [
@@ -180,7 +185,7 @@ def solve_slo(
     cfg = space.config
     D = slo_of(cfg, slo)
     N = space.n_states
-    A, (ys, yj, ya) = _flow_constraints(space)
+    A, _ = _flow_constraints(space)
     nv = A.shape[1]
     norm = np.zeros(nv)
     norm[:N] = space.P
@@ -201,29 +206,22 @@ def solve_slo(
         )
     if res.status != 0:
         raise RuntimeError(f"SLO LP solve failed: {res.message}")
-    x = np.maximum(res.x, 0.0)
-    z = x[:N]
-    y = np.zeros((N, cfg.n_job_types, space.n_actions))
-    y[ys, yj, ya] = x[N:]
+    z, y = occupation_measures(space, res.x)
     probs = _policy_from(space, z, y)
     pi = GeneratorSolver(space.generator(probs)).stationary()
     et = aggregated_response_time(space, pi)[2]
     mass = space.has_vacancy & (pi > 1e-12)[:, None]
     mixed = int(np.count_nonzero(probs.max(axis=2)[mass] < 1.0 - 1e-7))
-    actions = np.argmax(probs, axis=2).astype(np.int64)
-    actions[~space.has_vacancy] = -1
-    return OptimumSolution(
-        value=-float(res.fun),
-        method="slo-lp",
-        space=space,
-        actions=actions,
-        probs=probs,
-        z=z,
-        y=y,
-        pi=pi,
-        iterations=int(getattr(res, "nit", 0) or 0),
-        seconds=time.perf_counter() - t0,
-        info={
+    return lp_solution(
+        space,
+        res,
+        "slo-lp",
+        probs,
+        z,
+        y,
+        pi,
+        t0,
+        {
             "slo": D,
             "mean_response_time": et,
             "policy_value": aggregated_efficiency(space, pi),
