@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from agents.generalist.table_net import (
+    expert_prefix,
+    expert_scores,
     feature_farm,
-    forward,
     load_weights,
     table_features,
     table_from_scores,
@@ -50,10 +51,13 @@ def generalist_table(
 ) -> np.ndarray:
     """float64[K, Bmax+1]: the network's priority table for ``config`` (from ``weights`` when
     given, else from the file ``model``, default the shipped one), read from the features of
-    ``feature_farm(config)`` (the farm, or its ~100-server twin above 200 servers)."""
+    ``feature_farm(config)`` (the farm, or its ~100-server twin above 200 servers), by the
+    model's small-farm expert where it has one and the farm is in its range
+    (:func:`agents.generalist.table_net.expert_prefix`), else by its main network."""
     w = weights if weights is not None else _weights(str(Path(model or SHIPPED_MODEL)))[0]
     x, group, level = table_features(feature_farm(config))
-    return table_from_scores(config, forward(w, x, group), group, level)
+    scores = expert_scores(w, x, group, expert_prefix(w, config))
+    return table_from_scores(config, scores, group, level)
 
 
 class GeneralistPolicy(PriorityPolicy):

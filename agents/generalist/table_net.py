@@ -41,10 +41,15 @@ from envs.config import FarmConfig
 
 __all__ = [
     "FEATURES",
+    "SMALL_EXPERT",
     "TWIN_SERVERS",
+    "chain_states_log10",
+    "expert_prefix",
+    "expert_scores",
     "feature_farm",
     "forward",
     "load_weights",
+    "members",
     "save_weights",
     "table_features",
     "table_from_scores",
@@ -56,6 +61,9 @@ FEATURES = (
     "server_share", "capacity_share", "log_count", "types_load", "log_demand_over_capacity",
     "type_share", "exclusive_share", "log_best_alt", "no_alt_share", "state_dependent",
     "farm_load", "log_servers", "groups_8", "types_4",
+    # read by experts whose first layer takes them (a model reads the first F features, F its
+    # input width): the marginal efficiency and speed of the (b+1)-th job on the server
+    "log_marginal_eff", "log_marginal_speed", "constant_beyond",
 )  # fmt: skip
 
 
@@ -73,6 +81,45 @@ def feature_farm(config: FarmConfig) -> FarmConfig:
     if config.n_servers <= TWIN_SERVERS:
         return config
     return config.scaled_down(max(1, config.n_servers // 100))
+
+
+#: the name prefix of the small-farm expert's weights in a model file (see :func:`expert_prefix`)
+SMALL_EXPERT = "small."
+
+
+def chain_states_log10(config: FarmConfig) -> float:
+    """log10 of the number of states of the farm's per-server chain, prod_k (B_k+1)^R_k: the
+    size that decides whether the exact teacher reaches the farm."""
+    return float(sum(g.count * np.log10(g.buffer + 1) for g in config.groups))
+
+
+def expert_prefix(w: dict[str, np.ndarray], config: FarmConfig) -> str:
+    """Which of a model's experts reads ``config``: :data:`SMALL_EXPERT` when the model has a
+    small-farm expert and the farm's per-server chain has at most ``small.max_states`` states
+    (the farms that expert was trained on: those its exact teacher reaches), else ``""`` (the
+    main network). A fixed rule on the farm's size: nothing is measured."""
+    cap = w.get(SMALL_EXPERT + "max_states")
+    if cap is None:
+        return ""
+    limit = float(np.asarray(cap).reshape(-1)[0])
+    return SMALL_EXPERT if chain_states_log10(config) <= np.log10(limit) + 1e-9 else ""
+
+
+def members(w: dict[str, np.ndarray], prefix: str) -> list[str]:
+    """The networks of the expert ``prefix`` (an ensemble whose scores are averaged): the main
+    network is one, ``""``; the small-farm expert's are ``small.0.``, ``small.1.``, ..."""
+    if not prefix:
+        return [""]
+    n = sum(k.startswith(prefix) and k.endswith(".embed.0.weight") for k in w)
+    return [f"{prefix}{i}." for i in range(n)]
+
+
+def expert_scores(
+    w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray, prefix: str = ""
+) -> np.ndarray:
+    """float64[T]: the mean of the scores of the expert's networks (:func:`members`)."""
+    nets = members(w, prefix)
+    return np.mean([forward(w, x, group, m) for m in nets], axis=0)
 
 
 def _type_view(c: FarmConfig) -> tuple[np.ndarray, ...]:
@@ -126,12 +173,17 @@ def table_features(config: FarmConfig) -> tuple[np.ndarray, np.ndarray, np.ndarr
         for b in range(int(B[k])):
             n = b + 1
             e_n = mu[k, n] / max(pw[k, n] - pw[k, 0], 1e-9)
+            d_mu, d_pw = mu[k, n] - mu[k, b], pw[k, n] - pw[k, b]
+            # a constant-rate server's further jobs add neither speed nor power: no margin
+            m_eff = d_mu / d_pw if d_pw > 1e-9 else 0.0
             rows.append([
                 log_eff_rel[k], rank[k], b / B[k], n / B[k], B[k] / 8.0, float(n == B[k]),
                 float(b == 0), np.log(e_n / eff.max()), np.log(mu[k, n] / peak[k]),
                 np.log(peak[k] / peak.max()), pw[k, 0] / pw[k, B[k]], count[k] / count.sum(),
                 cap[k] / cap.sum(), np.log(count[k]) / 10.0, min(types_load[k], 2.0), over[k],
                 type_share[k], excl[k], best_alt[k], no_alt[k], sd, *farm,
+                np.log(max(m_eff / eff.max(), 1e-3)), np.log(max(d_mu / peak[k], 1e-3)),
+                float(d_mu <= 1e-12 and d_pw <= 1e-12),
             ])  # fmt: skip
             gk.append(k)
             lb.append(b)
@@ -147,27 +199,38 @@ def _mlp(x: np.ndarray, w: dict[str, np.ndarray], name: str, n: int) -> np.ndarr
     return x
 
 
-def forward(w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """float64[T] scores of the tokens (numpy; the same computation as the torch trainer's
+def forward(
+    w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray, prefix: str = ""
+) -> np.ndarray:
+    """float64[T] scores of the tokens by the expert ``prefix`` (``""``: the main network;
+    numpy, the same computation as the torch trainer's
     :class:`agents.generalist.table_train.TableNet`)."""
     K = int(group.max()) + 1
-    h = _mlp(x.astype(np.float32), w, "embed", 2)
+    width_in = w[prefix + "embed.0.weight"].shape[1]  # the expert reads the first features
+    h = _mlp(x[:, :width_in].astype(np.float32), w, prefix + "embed", 2)
     h = np.maximum(h, 0.0)
+    if prefix + "attn.q.weight" in w:  # the optional self-attention layer over the entries
+        q, k, v = (h @ w[f"{prefix}attn.{n}.weight"].T + w[f"{prefix}attn.{n}.bias"] for n in "qkv")
+        a = q @ k.T / np.float32(np.sqrt(h.shape[1]))
+        a = np.exp(a - a.max(axis=1, keepdims=True))
+        h = h + (a / a.sum(axis=1, keepdims=True)) @ v
     cnt = np.bincount(group, minlength=K).astype(np.float32)[:, None]
     gsum = np.zeros((K, h.shape[1]), dtype=np.float32)
     np.add.at(gsum, group, h)
     z = np.concatenate([h, np.broadcast_to(h.mean(axis=0), h.shape), (gsum / cnt)[group]], axis=1)
-    out = _mlp(z, w, "head", 2).astype(np.float64)  # [T, 2]: group score, level term
+    out = _mlp(z, w, prefix + "head", 2).astype(np.float64)  # [T, 2]: group score, level term
     gscore = np.zeros(K)
     np.add.at(gscore, group, out[:, 0])
     gscore /= cnt[:, 0]
-    return gscore[group] + out[:, 1] + pas_prior(w, x, group)
+    return gscore[group] + out[:, 1] + pas_prior(w, x, group, prefix)
 
 
-def pas_prior(w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """float64[T]: ``prior.scale`` times minus the token's group's PAS rank (0 = the most
-    efficient group), read back from the ``eff_rank`` feature; zeros without a prior."""
-    scale = float(np.asarray(w.get("prior.scale", 0.0)).reshape(-1)[0])
+def pas_prior(
+    w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray, prefix: str = ""
+) -> np.ndarray:
+    """float64[T]: the expert's ``prior.scale`` times minus the token's group's PAS rank (0 =
+    the most efficient group), read back from the ``eff_rank`` feature; zeros without a prior."""
+    scale = float(np.asarray(w.get(prefix + "prior.scale", 0.0)).reshape(-1)[0])
     if scale == 0.0:
         return np.zeros(len(group))
     K = int(group.max()) + 1
@@ -234,16 +297,26 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
             "agents.generalist.table_train)"
         )
     meta = json.loads(side.read_text())
-    if not isinstance(meta, dict) or tuple(meta.get("features", ())) != FEATURES:
+    feats = tuple(meta.get("features", ())) if isinstance(meta, dict) else ()
+    if not feats or feats != FEATURES[: len(feats)]:
         raise ValueError(f"model: {side} does not list this version's table features")
     with np.load(p, allow_pickle=False) as z:
         w = {k: np.asarray(z[k], dtype=np.float32) for k in z.files}
-    need = [f"{n}.{i}.{t}" for n in ("embed", "head") for i in (0, 1) for t in ("weight", "bias")]
+    has_small = SMALL_EXPERT + "max_states" in w
+    experts = [""] + (members(w, SMALL_EXPERT) if has_small else [])
+    if has_small and len(experts) == 1:
+        raise ValueError(f"model: {p} has {SMALL_EXPERT}max_states but no small-farm network")
+    need = [f"{e}{n}.{i}.{t}" for e in experts for n in ("embed", "head") for i in (0, 1)
+            for t in ("weight", "bias")]  # fmt: skip
     missing = [k for k in need if k not in w]
     if missing:
         raise ValueError(f"model: {p} lacks {missing}")
-    if "prior.scale" in w and w["prior.scale"].size != 1:
-        raise ValueError(f"model: {p} has a prior.scale of {w['prior.scale'].size} values, not 1")
+    for e in experts:
+        if w[e + "embed.0.weight"].shape[1] > len(feats):
+            raise ValueError(f"model: {p}'s {e or 'main '}expert reads more features than listed")
+    for k in [e + "prior.scale" for e in experts] + [SMALL_EXPERT + "max_states"]:
+        if k in w and w[k].size != 1:
+            raise ValueError(f"model: {p} has a {k} of {w[k].size} values, not 1")
     if not all(np.all(np.isfinite(v)) for v in w.values()):
         raise ValueError(f"model: {p} has non-finite weights")
     return w, meta

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +71,8 @@ __all__ = [
 ]
 
 _EFF_RANK = FEATURES.index("eff_rank")
+#: the features the main network reads (the first ones of FEATURES)
+MAIN_FEATURES = FEATURES.index("types_4") + 1
 
 #: the teacher's search where the chain is small (each evaluation a CTMC solve of milliseconds)
 EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
@@ -142,11 +145,22 @@ class TableNet(nn.Module):
     """The torch twin of :func:`agents.generalist.table_net.forward` (same parameter names);
     ``prior`` is the fixed weight of PAS's group ranking (``prior.scale``, 0 = none)."""
 
-    def __init__(self, width: int = 48, prior: float = 0.0) -> None:
+    def __init__(
+        self,
+        width: int = 48,
+        prior: float = 0.0,
+        n_features: int = MAIN_FEATURES,
+        attention: bool = False,
+    ) -> None:
         super().__init__()
-        F = len(FEATURES)
+        F = self.n_features = n_features  # it reads the first F of FEATURES
         self.prior = prior
         self.embed = nn.Sequential(nn.Linear(F, width), nn.ReLU(), nn.Linear(width, width))
+        # one self-attention layer over the farm's entries (optional): each entry compares
+        # itself with every other, which the mean embeddings cannot (its rank among them)
+        self.attn = nn.ModuleDict(
+            {n: nn.Linear(width, width) for n in ("q", "k", "v")} if attention else {}
+        )
         self.head = nn.Sequential(nn.Linear(3 * width, width), nn.ReLU(), nn.Linear(width, 2))
 
     def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
@@ -158,7 +172,10 @@ class TableNet(nn.Module):
     def correction(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
         """The network's part of the scores, ``g(k) + d(k, b)``."""
         K = int(group.max()) + 1
-        h = torch.relu(self.embed(x))
+        h = torch.relu(self.embed(x[:, : self.n_features]))
+        if len(self.attn):
+            a = self.attn["q"](h) @ self.attn["k"](h).T / math.sqrt(h.shape[1])
+            h = h + torch.softmax(a, dim=1) @ self.attn["v"](h)
         cnt = torch.bincount(group, minlength=K).to(x.dtype)[:, None]
         gmean = torch.zeros(K, h.shape[1]).index_add_(0, group, h) / cnt
         z = torch.cat([h, h.mean(0, keepdim=True).expand_as(h), gmean[group]], dim=1)
@@ -175,7 +192,11 @@ class TableNet(nn.Module):
 
 
 def _farm_loss(
-    net: TableNet, ex: dict[str, Any], tie_weight: float, l2: float = 0.0
+    net: TableNet,
+    ex: dict[str, Any],
+    tie_weight: float,
+    l2: float = 0.0,
+    pair_floor: float | None = None,
 ) -> torch.Tensor:
     x, group = torch.as_tensor(ex["x"]), torch.as_tensor(ex["group"])
     corr = net.correction(x, group)
@@ -186,7 +207,14 @@ def _farm_loss(
     loss = l2 * corr.square().mean() if net.prior > 0 and len(ex["ordered"]) else torch.zeros(())
     if len(ex["ordered"]):
         o = torch.as_tensor(ex["ordered"])
-        loss = loss + nn.functional.softplus(-(s[o[:, 0]] - s[o[:, 1]])).mean()
+        lp = nn.functional.softplus(-(s[o[:, 0]] - s[o[:, 1]]))
+        if pair_floor is not None and "weight" in ex:
+            # each order weighs what breaking it costs (% efficiency, exact labels), plus a
+            # floor: the orders that cost nothing to break still count a little
+            w = torch.as_tensor(np.maximum(ex["weight"], 0.0)) + pair_floor
+            loss = loss + (w * lp).sum() / len(o)
+        else:
+            loss = loss + lp.mean()
     if len(ex["tied"]):
         t = torch.as_tensor(ex["tied"])
         loss = loss + tie_weight * (s[t[:, 0]] - s[t[:, 1]]).abs().mean()
@@ -204,20 +232,27 @@ def fit(
     prior: float = 0.0,
     l2: float = 0.0,
     validation: Validation | None = None,
+    pair_floor: float | None = None,
+    n_features: int | None = None,
+    attention: bool = False,
 ) -> TableNet:
     """Train a :class:`TableNet` on the examples of :func:`farm_labels` (Adam, one farm per
     step, shuffled each epoch, cosine learning rate). With ``validation``, the weights are
-    scored on its farms every 5 epochs and after the last, and the best scoring are kept."""
+    scored on its farms every 5 epochs and after the last, and the best scoring are kept. With
+    ``pair_floor``, examples that carry pair weights (``weight``, exact labels) weigh each ordered pair
+    by ``weight + pair_floor``; ``n_features``: the network reads the first ``n_features`` of
+    ``FEATURES`` (default: the 25 the main network reads); ``attention``: with the optional
+    self-attention layer over the entries."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = TableNet(width, prior)
+    net = TableNet(width, prior, n_features or MAIN_FEATURES, attention)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(data))
     best: tuple[tuple[float, ...], dict[str, torch.Tensor]] | None = None
     for epoch in range(epochs):
         total = 0.0
         for i in rng.permutation(len(data)):
-            loss = _farm_loss(net, data[i], tie_weight, l2)
+            loss = _farm_loss(net, data[i], tie_weight, l2, pair_floor)
             if not loss.requires_grad:  # a farm with one usable entry: nothing to rank
                 continue
             opt.zero_grad()

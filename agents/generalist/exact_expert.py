@@ -1,0 +1,204 @@
+"""The small-farm expert of the table network, trained on exact labels weighted by what they are
+worth.
+
+On the farms the exact teacher reaches (a per-server chain of at most
+``EXACT_SEARCH.exact_max_states`` states: a handful of servers) the generalist's table is read
+by its own expert (:func:`agents.generalist.table_net.expert_prefix`); larger farms by the main
+network. Why a separate expert: on these farms every entry of the table is reached, so one
+misplaced entry costs whole percents, and the labels are exact and cheap, so the expert can be
+fitted to them closely; the main network's labels on large farms are simulated and its
+corrections there (reservations) are what a network tuned to small farms damps.
+
+Farms (:func:`exact_seeds`): the training seeds of the small-farm stream
+:data:`agents.generalist.table_train.SMALL` (2-24 servers, exponential sizes) that the exact
+teacher takes, never the held-out seeds.
+
+Labels (:func:`exact_labels`): ``best-priority``'s exact search (budget
+``EXACT_SEARCH``), its ordered and tied entry pairs (as for the main network), and a weight per
+ordered pair: the exact efficiency lost, in %, when the teacher's order is broken between the
+two: for entries at places p < q of the teacher's order, the largest loss among exchanging
+neighbours p..q (one exact evaluation per neighbouring pair: a farm costs its search plus T-1
+evaluations for T entries). Pairs whose order costs nothing weigh ``--floor``.
+
+Features: all of :data:`agents.generalist.table_net.FEATURES`, including the marginal efficiency
+and speed of each level (speed-scaling servers, where the teacher interleaves levels by them).
+
+    python -m agents.generalist.exact_expert --farms 1500 --epochs 60 --members 3 \\
+        --base agents/generalist/models/generalist_table.npz \\
+        --out agents/generalist/models/generalist_table
+
+writes a model file with the base file's main network and this expert (``small.*`` weights,
+``small.max_states``); the sidecar records both trainings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.generalist.table_net import (
+    FEATURES,
+    SMALL_EXPERT,
+    load_weights,
+    save_weights,
+    table_features,
+)
+from agents.generalist.table_train import EXACT_SEARCH, SMALL, _pairs, exact_seeds, fit
+from baselines.best_priority import search_best_table, table_evaluator
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+
+__all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
+
+
+def pair_weights(
+    table: np.ndarray,
+    group: np.ndarray,
+    level: np.ndarray,
+    ordered: np.ndarray,
+    evaluate: Any,
+) -> np.ndarray:
+    """float64[len(ordered)]: for each ordered pair (i first), the largest exact efficiency loss
+    (%, >= 0 not enforced: a loss below 0 means the exchange helps, which a search of capped
+    budget can leave) among the exchanges of neighbours in the teacher's order between the two.
+
+    The teacher's order: by table value, best first; a group's tied levels higher level first
+    (the dispatcher's smallest-index tie-break packs). Exchanging a pack tie moves the lower
+    level just above the higher one."""
+    v = table[group, level]
+    order = np.lexsort((-level, -v))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    base = evaluate(table)
+    adj = np.zeros(max(len(order) - 1, 0))
+    for p in range(len(order) - 1):
+        i, j = order[p], order[p + 1]
+        t2 = table.copy()
+        if v[i] == v[j]:
+            t2[group[j], level[j]] = v[i] + 1e-6
+        else:
+            t2[group[i], level[i]], t2[group[j], level[j]] = v[j], v[i]
+        adj[p] = 100.0 * (base - evaluate(t2)) / base
+    pi, pj = pos[ordered[:, 0]], pos[ordered[:, 1]]
+    return np.array([adj[a:b].max() if b > a else 0.0 for a, b in zip(pi, pj, strict=True)])
+
+
+def exact_labels(seed: int) -> dict[str, Any]:
+    """A training example of the small-farm stream's farm ``seed`` (the exact teacher must reach
+    it): features, the teacher's table, its pairs and their weights (:func:`pair_weights`)."""
+    if seed >= HELD_OUT_SEEDS.start:
+        raise ValueError(
+            f"seed: {seed} is held out (training seeds are below {HELD_OUT_SEEDS.start})"
+        )
+    config = sample_farm(seed, SMALL)
+    evaluate, method = table_evaluator(config, EXACT_SEARCH)
+    if method != "exact":
+        raise ValueError(f"seed: the small-stream farm {seed} is beyond the exact teacher")
+    t0 = time.process_time()
+    table = search_best_table(config, EXACT_SEARCH).table
+    x, group, level = table_features(config)
+    ordered, tied = _pairs(config, group, level, table)
+    weight = pair_weights(table, group, level, ordered.reshape(-1, 2), evaluate)
+    return {"seed": seed, "x": x, "group": group, "level": level, "table": table,
+            "ordered": ordered.reshape(-1, 2), "tied": tied.reshape(-1, 2), "weight": weight,
+            "method": method, "servers": config.n_servers, "cpu_s": time.process_time() - t0}  # fmt: skip
+
+
+def label_all(seeds: Sequence[int], cache: Path | None) -> list[dict[str, Any]]:
+    """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` each in ``cache`` (written
+    atomically; an interrupted run resumes). The features are recomputed from the farm, so
+    cached labels outlive a change of the feature set."""
+    out = []
+    for s in seeds:
+        f = cache / f"exact-{s}.npz" if cache else None
+        if f is not None and f.is_file():
+            with np.load(f, allow_pickle=False) as z:
+                ex = {k: z[k] for k in z.files}
+            ex["x"] = table_features(sample_farm(int(s), SMALL))[0]
+        else:
+            ex = exact_labels(int(s))
+            if f is not None:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                tmp = f.with_name(f".{f.stem}.tmp.npz")
+                np.savez(tmp, **{k: np.asarray(v) for k, v in ex.items()})
+                tmp.replace(f)
+        out.append(ex)
+    return out
+
+
+def merge_expert(
+    base: dict[str, np.ndarray], nets: Sequence[dict[str, np.ndarray]], max_states: int
+) -> dict[str, np.ndarray]:
+    """The base model's main network with ``nets`` as its small-farm expert (an ensemble,
+    ``small.0.``, ``small.1.``, ...; an expert already in ``base`` is replaced) and the range it
+    reads, ``small.max_states``."""
+    kept = {k: v for k, v in base.items() if not k.startswith(SMALL_EXPERT)}
+    for i, net in enumerate(nets):
+        kept |= {f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.items()}
+    return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--farms", type=int, default=1500, help="exactly labelled training farms")
+    p.add_argument("--first", type=int, default=0, help="first seed of the small-farm stream")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--width", type=int, default=48)
+    p.add_argument("--seed", type=int, default=0, help="seed of the first network")
+    p.add_argument(
+        "--members",
+        type=int,
+        default=3,
+        help="networks in the expert (seeds --seed, --seed+1, ...; scores averaged)",
+    )
+    p.add_argument("--no-attention", dest="attention", action="store_false",
+                   help="no self-attention layer over the entries")  # fmt: skip
+    p.add_argument("--floor", type=float, default=0.01, help="weight of a pair that costs nothing")
+    p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
+                   help="model whose main network the output keeps")  # fmt: skip
+    p.add_argument("--cache", default="runs/table-labels", help="labels, one file a farm")
+    p.add_argument("--out", default="runs/generalist-table/generalist_table")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if min(a.farms, a.epochs, a.width, a.members) < 1 or a.first < 0 or a.floor < 0:
+        p.error("--farms/--epochs/--width/--members: must be >= 1; --first/--floor: must be >= 0")
+    base, base_meta = load_weights(a.base)  # fail now, naming the file
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    seeds = exact_seeds(a.farms, a.first)
+    if len(seeds) < a.farms:
+        p.error(f"--farms: only {len(seeds)} exact small-stream farms below the held-out seeds")
+    data = label_all(seeds, Path(a.cache) if a.cache else None)
+    t1 = time.process_time()
+    nets = [
+        fit(data, epochs=a.epochs, width=a.width, seed=a.seed + i, log=print,
+            pair_floor=a.floor, n_features=len(FEATURES), attention=a.attention).numpy_weights()
+        for i in range(a.members)
+    ]  # fmt: skip
+    weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
+    expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],
+              "epochs": a.epochs, "width": a.width, "seed": a.seed, "floor": a.floor,
+              "members": a.members, "attention": a.attention,
+              "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,
+              "teacher": EXACT_SEARCH.__dict__,
+              "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
+              "fit_cpu_s": round(time.process_time() - t1, 1),
+              "run_cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
+    meta = {k: v for k, v in base_meta.items() if k != "features"} | {"small_expert": expert}
+    path = save_weights(weights, a.out, **meta)
+    print(json.dumps({"model": str(path), **expert}, default=str))
+    return meta
+
+
+if __name__ == "__main__":
+    main()

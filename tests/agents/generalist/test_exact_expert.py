@@ -1,0 +1,151 @@
+"""The small-farm expert: its exact labels and pair weights, the routing of farms between the two
+experts of a model file, and the trainer's usage errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agents.generalist.exact_expert import (  # noqa: E402
+    exact_labels,
+    label_all,
+    main,
+    merge_expert,
+    pair_weights,
+)
+from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
+from agents.generalist.table_net import (  # noqa: E402
+    FEATURES,
+    SMALL_EXPERT,
+    chain_states_log10,
+    expert_prefix,
+    expert_scores,
+    forward,
+    load_weights,
+    members,
+    save_weights,
+    table_features,
+)
+from agents.generalist.table_train import (  # noqa: E402
+    EXACT_SEARCH,
+    MAIN_FEATURES,
+    SMALL,
+    TableNet,
+    exact_seeds,
+)
+from baselines.best_priority import table_evaluator  # noqa: E402
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from envs.scenarios import load_scenario  # noqa: E402
+from evaluation.exact import n_full_states  # noqa: E402
+
+
+def _exchange(table: np.ndarray, a: tuple[int, int], b: tuple[int, int]) -> np.ndarray:
+    t = table.copy()
+    t[a], t[b] = table[b], table[a]
+    return t
+
+
+def test_pair_weights_are_the_exact_losses_of_neighbour_exchanges() -> None:
+    seed = exact_seeds(1, 0)[0]
+    ex = exact_labels(seed)
+    config = sample_farm(seed, SMALL)
+    evaluate, method = table_evaluator(config, EXACT_SEARCH)
+    assert method == "exact"
+    t, g, lv = ex["table"], ex["group"], ex["level"]
+    base = evaluate(t)
+    for q, (i, j) in enumerate(ex["ordered"]):
+        v = t[g, lv]
+        between = (v < v[i]) & (v > v[j])
+        if v[i] != v[j] and not between.any():  # neighbours in the teacher's order
+            want = 100.0 * (base - evaluate(_exchange(t, (g[i], lv[i]), (g[j], lv[j])))) / base
+            assert ex["weight"][q] == pytest.approx(want, abs=1e-12)
+    # a pair's weight is at least that of every neighbouring pair inside it
+    assert len(ex["weight"]) == len(ex["ordered"]) and np.all(np.isfinite(ex["weight"]))
+
+
+def test_pair_weights_on_a_two_entry_order() -> None:
+    table = np.array([[2.0, -9.0], [1.0, -9.0]])
+    group, level = np.array([0, 1]), np.array([0, 0])
+    calls: list[np.ndarray] = []
+
+    def evaluate(t: np.ndarray) -> float:  # efficiency 1 in the given order, 0.9 exchanged
+        calls.append(t)
+        return 1.0 if t[0, 0] > t[1, 0] else 0.9
+
+    w = pair_weights(table, group, level, np.array([[0, 1]]), evaluate)
+    np.testing.assert_allclose(w, [10.0])
+    assert len(calls) == 2  # the base and one exchange
+
+
+def test_labels_are_cached_and_refused_for_held_out_seeds(tmp_path) -> None:
+    seed = exact_seeds(1, 0)[0]
+    first = label_all([seed], tmp_path)[0]
+    assert (tmp_path / f"exact-{seed}.npz").is_file()
+    again = label_all([seed], tmp_path)[0]
+    for k in ("ordered", "tied", "weight", "table"):
+        np.testing.assert_array_equal(first[k], again[k])
+    assert again["x"].shape[1] == len(FEATURES)
+    with pytest.raises(ValueError, match="held out"):
+        exact_labels(HELD_OUT_SEEDS.start)
+
+
+def _two_expert_model(tmp_path):
+    torch.manual_seed(1)
+    base, _ = load_weights(SHIPPED_MODEL)
+    nets = [TableNet(8, n_features=len(FEATURES), attention=a).numpy_weights() for a in (1, 0)]
+    w = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
+    path = save_weights(w, tmp_path / "m")
+    return load_weights(path)[0], base, nets
+
+
+def test_small_farms_read_by_the_expert_large_by_the_main_network(tmp_path) -> None:
+    w, base, nets = _two_expert_model(tmp_path)
+    assert members(w, SMALL_EXPERT) == ["small.0.", "small.1."] and members(w, "") == [""]
+    tiny = sample_farm(exact_seeds(1, 0)[0], SMALL)
+    big = load_scenario("paper-100")
+    assert n_full_states(tiny) <= EXACT_SEARCH.exact_max_states
+    assert np.isclose(10 ** chain_states_log10(tiny), n_full_states(tiny))
+    assert expert_prefix(w, tiny) == SMALL_EXPERT and expert_prefix(w, big) == ""
+    assert expert_prefix(base, tiny) == ""  # a model without an expert: the main network
+    # the expert's (the mean of its networks' scores) on the small farm, the main network's
+    # (unchanged) on the large one
+    x, g, _ = table_features(tiny)
+    want = (forward(nets[0], x, g) + forward(nets[1], x, g)) / 2
+    np.testing.assert_allclose(expert_scores(w, x, g, SMALL_EXPERT), want, rtol=1e-12)
+    np.testing.assert_array_equal(
+        generalist_table(big, weights=w), generalist_table(big, weights=base)
+    )
+
+
+def test_the_main_network_reads_its_own_features(tmp_path) -> None:
+    base, _ = load_weights(SHIPPED_MODEL)
+    assert base["embed.0.weight"].shape[1] == MAIN_FEATURES <= len(FEATURES)
+    net = TableNet(16, n_features=len(FEATURES), attention=True).eval()
+    x, g, _ = table_features(sample_farm(3))
+    with torch.no_grad():
+        want = net(torch.as_tensor(x), torch.as_tensor(g)).numpy()
+    np.testing.assert_allclose(forward(net.numpy_weights(), x, g), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_model_whose_expert_reads_unlisted_features_is_refused(tmp_path) -> None:
+    w, _, _ = _two_expert_model(tmp_path)
+    w[SMALL_EXPERT + "1.embed.0.weight"] = np.zeros((8, len(FEATURES) + 2), np.float32)
+    path = save_weights(w, tmp_path / "bad")
+    with pytest.raises(ValueError, match="features"):
+        load_weights(path)
+
+
+@pytest.mark.parametrize(
+    "bad", [["--farms", "0"], ["--floor", "-1"], ["--members", "0"], ["--base", "nowhere.npz"]]
+)
+def test_bad_options_are_usage_errors(bad: list[str], tmp_path) -> None:
+    argv = ["--cache", str(tmp_path), "--out", str(tmp_path / "m"), *bad]
+    if "--base" in bad:
+        with pytest.raises(ValueError, match="nowhere"):
+            main(argv)
+        return
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
