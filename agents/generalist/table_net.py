@@ -102,6 +102,8 @@ def expert_prefix(w: dict[str, np.ndarray], config: FarmConfig) -> str:
     if cap is None:
         return ""
     limit = float(np.asarray(cap).reshape(-1)[0])
+    if limit < 1.0:  # an expert for no farm
+        return ""
     return SMALL_EXPERT if chain_states_log10(config) <= np.log10(limit) + 1e-9 else ""
 
 

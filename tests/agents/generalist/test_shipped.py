@@ -25,7 +25,7 @@ def test_the_model_ships_small_loads_and_is_finite() -> None:
     w, meta = load_weights(SHIPPED_MODEL)
     assert tuple(meta["features"]) == FEATURES
     assert all(np.all(np.isfinite(v)) for v in w.values())
-    assert sum(v.size for v in w.values()) < 50_000  # a small network
+    assert sum(v.size for v in w.values()) < 100_000  # small networks: the main one, the expert's
 
 
 @pytest.mark.parametrize("farm", ["paper-100", "overlap-100", "large-10k", "speed-scaling"])
