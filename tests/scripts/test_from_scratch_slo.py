@@ -6,10 +6,12 @@ are cached)."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
 
+from experiments import from_scratch as fs
 from experiments import from_scratch_slo as slo
 
 REF = {"slo": 1.0, "optimum": 1.0}
@@ -36,6 +38,26 @@ def test_milestones_count_only_policies_that_meet_the_slo() -> None:
     assert never["final_gap_pct"] == pytest.approx(-2.0)  # above the constrained optimum
 
 
+@pytest.fixture
+def few_resamples(monkeypatch):
+    """The bootstrap with 50 resamples: these tests check what is aggregated, not the interval."""
+    monkeypatch.setattr(fs, "stratified_bootstrap", partial(fs.stratified_bootstrap, reps=50))
+
+
+def test_the_kept_policys_gap_is_over_the_runs_that_met_the_slo(few_resamples) -> None:
+    def cell(seed, eff, et):
+        return {"scenario": "tiny-slo", "trainer": "lean", "seed": seed, "steps": 2048,
+                "curve": [(0, 0.0, 0.5, 1.5, 0.1), (2048, 1.0, eff, et, 0.2)]}  # fmt: skip
+
+    cells = [cell(0, 0.98, 0.9), cell(1, 0.96, 1.0), cell(2, 1.01, 1.2)]
+    (row,) = slo.aggregate(cells, {"tiny-slo": REF})["rows"]
+    assert (row["met_any"], row["final_slo_met"]) == (2, 2)
+    assert row["best_gap_pct"][0] == pytest.approx(3.0)  # mean of 2% and 4%, the third left out
+    assert row["reached_99"] == 0 and row["steps_99"][0] == 2048  # censored at the budget
+    (none,) = slo.aggregate([cell(3, 1.01, 1.2)], {"tiny-slo": REF})["rows"]
+    assert none["best_gap_pct"] is None and "n/a (0 runs)" in slo.markdown_table({"rows": [none]})
+
+
 def _fake(finals):
     it = iter(finals)
 
@@ -46,7 +68,9 @@ def _fake(finals):
     return run
 
 
-def test_rows_file_carries_the_response_time_to_the_leaderboard(tmp_path, monkeypatch) -> None:
+def test_rows_file_carries_the_response_time_to_the_leaderboard(
+    tmp_path, monkeypatch, few_resamples
+) -> None:
     from evaluation.leaderboard import load_learned_rows, merge_learned
     from evaluation.suite import load_suite
 
