@@ -493,6 +493,7 @@ def plot_profiles(
     score: Callable[[dict[str, Any], dict[str, Any]], float] = _final_share,
     xlabel: str = "final exact efficiency / optimum (tau)",
     name: str = "from_scratch_profile.png",
+    tau_min: float = 0.95,
 ) -> Path | None:
     """rliable performance profiles of ``score(cell, refs[scenario])`` (default: the final share
     of the optimum): the fraction of runs (over all farms, stratified) at or above each tau,
@@ -512,7 +513,7 @@ def plot_profiles(
                 if (c["scenario"], c["trainer"]) == (s, tr)] for s in scens]  # fmt: skip
         n = min(len(p) for p in per)
         scores[tr] = np.array([p[:n] for p in per]).T  # runs x tasks
-    taus = np.linspace(0.95, 1.0, 101)
+    taus = np.linspace(tau_min, 1.0, 101)
 
     def profile(x: np.ndarray) -> np.ndarray:  # rliable's score distribution: runs >= tau
         return (x[..., None] >= taus).mean(axis=(0, 1))

@@ -55,7 +55,7 @@ def test_the_kept_policys_gap_is_over_the_runs_that_met_the_slo(few_resamples) -
     assert row["best_gap_pct"][0] == pytest.approx(3.0)  # mean of 2% and 4%, the third left out
     assert row["reached_99"] == 0 and row["steps_99"][0] == 2048  # censored at the budget
     (none,) = slo.aggregate([cell(3, 1.01, 1.2)], {"tiny-slo": REF})["rows"]
-    assert none["best_gap_pct"] is None and "n/a (0 runs)" in slo.markdown_table({"rows": [none]})
+    assert none["best_gap_pct"] is None and "n/a (0 of 1)" in slo.markdown_table({"rows": [none]})
 
 
 def _fake(finals):
