@@ -397,6 +397,13 @@ class ServerFarmEnv(gym.Env):
         self._beta = float(beta)
 
     @property
+    def job_area(self) -> float:
+        """The time integral of the jobs in the system over the last step (0 after a reset):
+        the SLO reward's ``N dt``. Summed over a rollout and divided by the jobs accepted, the
+        rollout's mean response time (Little's law), as ``ServerFarmVectorEnv.job_area``."""
+        return float(self._out[kn.X_JOBAREA])
+
+    @property
     def _n_invalid(self) -> int:
         """Masked actions replaced by the fallback since the last reset."""
         return int(self._eib[kn.E_NINV])

@@ -93,6 +93,16 @@ def _finite(v: Any, where: str) -> float:
     return float(v)
 
 
+def _interval(v: Any, where: str) -> tuple[float, float, float]:
+    """(iqm, ci95_low, ci95_high) of a row's statistic, checked."""
+    if not isinstance(v, Mapping) or not {"iqm", "ci95_low", "ci95_high"} <= set(v):
+        raise ValueError(f"{where}: needs keys iqm, ci95_low, ci95_high; got {v!r}")
+    iqm, lo, hi = (_finite(v[k], f"{where}.{k}") for k in ("iqm", "ci95_low", "ci95_high"))
+    if not lo <= iqm <= hi:
+        raise ValueError(f"{where}: needs ci95_low <= iqm <= ci95_high, got {v!r}")
+    return iqm, lo, hi
+
+
 def _learned_row(row: Any, where: str, suite: SuiteDefinition) -> dict[str, Any]:
     """One validated row; ``ValueError`` naming the row and the field otherwise."""
     if not isinstance(row, Mapping):
@@ -108,14 +118,9 @@ def _learned_row(row: Any, where: str, suite: SuiteDefinition) -> dict[str, Any]
             f"{where}.scenario: {row['scenario']!r} is not a scenario of suite {suite.name!r} "
             f"({', '.join(suite.scenario_names())})"
         )
-    eff = row["efficiency"]
-    if not isinstance(eff, Mapping) or not {"iqm", "ci95_low", "ci95_high"} <= set(eff):
-        raise ValueError(f"{where}.efficiency: needs keys iqm, ci95_low, ci95_high; got {eff!r}")
-    iqm, lo, hi = (
-        _finite(eff[k], f"{where}.efficiency.{k}") for k in ("iqm", "ci95_low", "ci95_high")
-    )
-    if not lo <= iqm <= hi:
-        raise ValueError(f"{where}.efficiency: needs ci95_low <= iqm <= ci95_high, got {eff!r}")
+    iqm, lo, hi = _interval(row["efficiency"], f"{where}.efficiency")
+    rt = row.get("mean_response_time")  # optional: the rows' E[T] (latency suites)
+    rt = None if rt is None else _interval(rt, f"{where}.mean_response_time")
     seeds, steps = row["seeds"], row["steps"]
     if not isinstance(seeds, list) or not seeds or not all(type(x) is int for x in seeds):
         raise ValueError(f"{where}.seeds: a non-empty list of integers, got {seeds!r}")
@@ -124,7 +129,7 @@ def _learned_row(row: Any, where: str, suite: SuiteDefinition) -> dict[str, Any]
     ref = row.get("reference")
     ref_eff = None if not isinstance(ref, Mapping) else ref.get("efficiency")
     return {"label": label.strip(), "scenario": row["scenario"], "efficiency": (iqm, lo, hi),
-            "seeds": seeds, "steps": steps,
+            "mean_response_time": rt, "seeds": seeds, "steps": steps,
             "reference": None if ref_eff is None else _finite(ref_eff, f"{where}.reference")}  # fmt: skip
 
 
@@ -172,12 +177,19 @@ def _learned_entry(row: Mapping[str, Any], sc: Mapping[str, Any]) -> dict[str, A
         return 100.0 * (x - rand) / span
 
     iqm, lo, hi = row["efficiency"]
-    return {
+    entry = {
         "efficiency": {"mean": iqm, "ci95": None, "ci95_low": lo, "ci95_high": hi},
         "score": {"mean": score(iqm), "ci95": None, "ci95_low": score(lo), "ci95_high": score(hi)},
         "mean_response_time": None,
         "source": row["source"], "seeds": row["seeds"], "steps": row["steps"],
     }  # fmt: skip
+    rt = row.get("mean_response_time")
+    if rt is not None:
+        entry["mean_response_time"] = {"mean": rt[0], "ci95": None, "ci95_low": rt[1],
+                                       "ci95_high": rt[2]}  # fmt: skip
+    if sc.get("slo") is not None:  # the suite's rule: E[T] not significantly above D
+        entry["slo_met"] = None if rt is None else bool(rt[1] <= sc["slo"])
+    return entry
 
 
 def merge_learned(

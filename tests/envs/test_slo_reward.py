@@ -58,6 +58,23 @@ def test_lagrangian_term_is_the_integral_of_jobs_in_system():
     assert area.sum() == pytest.approx(total, rel=1e-9)
 
 
+def test_job_area_is_the_steps_integral_of_jobs_in_system():
+    beta = 0.7
+    r0, _ = _rollout(ServerFarmEnv(TINY_SLO, reward_eta=0.3, slo_multiplier=0), "jsq", 400, 9)
+    env = ServerFarmEnv(TINY_SLO, reward_eta=0.3, slo_multiplier=beta)
+    _, info = env.reset(seed=9)
+    assert env.job_area == 0.0
+    areas, rewards = [], []
+    for _ in range(400):
+        _, r, _, _, info = env.step(_action(env, info["action_mask"].astype(bool), "jsq"))
+        areas.append(env.job_area)
+        rewards.append(r)
+    # the same trajectory as r0: the reward's Lagrangian term is beta times the step's area
+    assert np.allclose(r0 - np.array(rewards), beta * np.array(areas), rtol=0, atol=1e-12)
+    total = float(info["time"]) * float(env.sim.mean_jobs_in_system)
+    assert sum(areas) == pytest.approx(total, rel=1e-9)
+
+
 def test_large_beta_prefers_the_faster_dispatcher():
     """PAS is the more efficient dispatcher on tiny (E[T] ~1.53), JSQ the faster (~0.81): with
     eta fixed near PAS's efficiency the plain reward prefers PAS, a large beta JSQ."""

@@ -26,7 +26,7 @@ def test_the_bootstrap_resamples_runs_within_each_task() -> None:
     scores = np.array([[0.0, 10.0], [1.0, 11.0], [2.0, 12.0]])  # runs x tasks
     boots = fs.stratified_bootstrap(scores, lambda x: (x[:, 0].max(), x[:, 1].min()), reps=200)
     assert set(boots[:, 0]) <= {0.0, 1.0, 2.0} and set(boots[:, 1]) <= {10.0, 11.0, 12.0}
-    p, lo, hi = fs._iqm_ci(np.arange(10.0)[:, None])
+    p, lo, hi = fs.iqm_ci(np.arange(10.0)[:, None])
     assert p == pytest.approx(4.5) and lo <= p <= hi
 
 
