@@ -50,7 +50,14 @@ from agents.generalist.table_net import (
     save_weights,
     table_features,
 )
-from agents.generalist.table_train import EXACT_SEARCH, SMALL, _pairs, exact_seeds, fit
+from agents.generalist.table_train import (
+    EXACT_SEARCH,
+    SMALL,
+    _pairs,
+    cached_labels,
+    exact_seeds,
+    fit,
+)
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 
@@ -111,25 +118,10 @@ def exact_labels(seed: int) -> dict[str, Any]:
 
 
 def label_all(seeds: Sequence[int], cache: Path | None) -> list[dict[str, Any]]:
-    """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` each in ``cache`` (written
-    atomically; an interrupted run resumes). The features are recomputed from the farm, so
-    cached labels outlive a change of the feature set."""
-    out = []
-    for s in seeds:
-        f = cache / f"exact-{s}.npz" if cache else None
-        if f is not None and f.is_file():
-            with np.load(f, allow_pickle=False) as z:
-                ex = {k: z[k] for k in z.files}
-            ex["x"] = table_features(sample_farm(int(s), SMALL))[0]
-        else:
-            ex = exact_labels(int(s))
-            if f is not None:
-                f.parent.mkdir(parents=True, exist_ok=True)
-                tmp = f.with_name(f".{f.stem}.tmp.npz")
-                np.savez(tmp, **{k: np.asarray(v) for k, v in ex.items()})
-                tmp.replace(f)
-        out.append(ex)
-    return out
+    """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` each in ``cache``
+    (:func:`agents.generalist.table_train.cached_labels`: atomic, resumable; the features are
+    recomputed from the farm)."""
+    return cached_labels(seeds, cache, "exact", exact_labels, SMALL)
 
 
 def merge_expert(

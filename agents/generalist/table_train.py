@@ -41,7 +41,7 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ __all__ = [
     "SIM_SEARCH",
     "TableNet",
     "Validation",
+    "cached_labels",
     "exact_seeds",
     "farm_labels",
     "fit",
@@ -296,7 +297,6 @@ class Validation:
 
     @staticmethod
     def _eff(config: FarmConfig, table: np.ndarray) -> float:
-
         pol = PriorityPolicy(config, table=table)
         return measure(pol, config, action_mode="server", method="exact").efficiency
 
@@ -319,7 +319,6 @@ class Validation:
         net.prior, net.validation_score = best  # type: ignore[assignment]
 
     def score(self, weights: dict[str, np.ndarray]) -> tuple[float, float, float]:
-
         eff = np.array([self._eff(c, generalist_table(c, weights=weights)) for c in self.farms])
         rel = 100.0 * (eff - self.pas) / self.pas
         return (
@@ -329,30 +328,45 @@ class Validation:
         )
 
 
-def _label_all(
-    seeds: Sequence[int], cache: Path | None, small: bool = False
+def cached_labels(
+    seeds: Sequence[int],
+    cache: Path | None,
+    stem: str,
+    make: Callable[[int], dict[str, Any]],
+    distribution: FarmDistribution | None,
 ) -> list[dict[str, Any]]:
-    """Labels of every seed, kept in ``cache`` (one .npz per farm) so that nothing computed is
-    lost when a run is interrupted."""
+    """``make(seed)`` of every seed, kept in ``cache`` (one ``STEM-SEED.npz`` a farm, written
+    atomically) so that nothing computed is lost when a run is interrupted. The features of a
+    cached example are recomputed from its farm (``sample_farm(seed, distribution)``), so cached
+    teacher labels outlive a change of the feature set (tokens keep their order: group by
+    group, level ascending)."""
     out = []
     for s in seeds:
-        f = cache / f"{'small' if small else 'farm'}-{s}.npz" if cache else None
+        f = cache / f"{stem}-{s}.npz" if cache else None
         if f is not None and f.is_file():
             with np.load(f, allow_pickle=False) as z:
                 ex = {k: z[k] for k in z.files}
             ex["method"] = str(ex["method"])
-            # the features from the farm itself, so that cached teacher labels outlive a change
-            # of the feature set (tokens keep their order: group by group, level ascending)
-            ex["x"] = table_features(sample_farm(int(s), SMALL if small else None))[0]
+            ex["x"] = table_features(sample_farm(int(s), distribution))[0]
         else:
-            ex = farm_labels(int(s), small)
+            ex = make(int(s))
             if f is not None:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 tmp = f.with_name(f".{f.stem}.tmp.npz")
-                np.savez(tmp, **ex)
+                np.savez(tmp, **{k: np.asarray(v) for k, v in ex.items()})
                 tmp.replace(f)
-        out.append(_pack_ties(ex))
+        out.append(ex)
     return out
+
+
+def _label_all(
+    seeds: Sequence[int], cache: Path | None, small: bool = False
+) -> list[dict[str, Any]]:
+    """The main network's labels of every seed (:func:`farm_labels`, cached)."""
+    make, stem = (lambda s: farm_labels(s, small)), "small" if small else "farm"
+    return [
+        _pack_ties(ex) for ex in cached_labels(seeds, cache, stem, make, SMALL if small else None)
+    ]
 
 
 def exact_seeds(n: int, first: int) -> list[int]:
