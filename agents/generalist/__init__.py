@@ -1,6 +1,7 @@
 """The generalist: one network for every farm. The shipped policy (``policy``,
 :class:`GeneralistPolicy`) computes a farm's priority table with the table network
-(``table_net``), trained by distillation of ``best-priority`` (``table_train``). The per-decision
+(``table_net``), trained by distillation of ``best-priority`` (``table_train``; its small-farm
+expert, read on farms the exact teacher reaches, by ``exact_expert``). The per-decision
 token network (``network``, ``token_policy``), its PPO trainer (``train``), optimum distillation
 (``oracle``), validation (``validate``), per-farm check (``guard``), command line (``run``) and
 RLlib module (``rllib_module``) are kept for ``generalist-checked`` and ``train.py --generalist``.
