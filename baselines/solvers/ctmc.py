@@ -71,6 +71,12 @@ PolicySpec = str | np.ndarray | Callable[[np.ndarray, int], int]
 #: chains up to this many states are solved by a sparse LU; larger ones by ILU(0)-preconditioned
 #: GMRES (the LU of a high-dimensional lattice fills in badly: ~26e6 entries for 46e3 states)
 DIRECT_MAX_STATES = 3_000
+#: SuperLU options of the direct method: a symmetric fill-reducing order with threshold pivoting
+#: (a pivot within 10x of its column's largest, as UMFPACK's default). On these lattices it is
+#: 3-5x faster than SuperLU's default (COLAMD, strict partial pivoting), whose row exchanges let
+#: the dense border fill the factors; the residuals are the same (tests/baselines/solvers/
+#: test_ctmc.py; ``python -m benchmarks.bench_exact`` measures both)
+DIRECT_LU_OPTIONS: dict[str, object] = {"permc_spec": "MMD_AT_PLUS_A", "diag_pivot_thresh": 0.1}
 
 _JIT = {"cache": True, "nogil": True}
 
@@ -334,11 +340,7 @@ class GeneratorSolver:
         if method == "direct":
             one = sp.csr_matrix(np.ones((1, n)))
             K = sp.bmat([[Q, one.T], [one, None]], format="csc")
-            # a symmetric fill-reducing order with threshold pivoting (a pivot within 10x of
-            # its column's largest, as UMFPACK's default): 3-5x faster than COLAMD with strict
-            # partial pivoting on these lattices (the dense border otherwise fills the factors),
-            # with the same residuals (checked by tests/baselines/solvers/test_ctmc.py)
-            self._lu = splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.1)
+            self._lu = splu(K, **DIRECT_LU_OPTIONS)
             return
         self.ref = choose_reference(Q) if ref is None else int(ref)
         diag = -Q.diagonal()

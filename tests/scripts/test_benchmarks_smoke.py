@@ -361,3 +361,15 @@ def test_bench_memory_quick() -> None:
     runs = out["runs"]
     assert all(r["peak_mib"] > 0 for r in runs.values())
     assert runs["FarmSimulator.run (PAS)"]["servers"] == 10_000
+
+
+def test_bench_exact_quick() -> None:
+    from baselines.solvers import ctmc
+    from benchmarks import bench_exact
+
+    before = dict(ctmc.DIRECT_LU_OPTIONS)
+    out = bench_exact.main(["--quick"])
+    assert len(out["runs"]) == 2 and all(r["cpu_s"] > 0 for r in out["runs"])
+    # the reference factorisation gives the same stationary efficiency, to rounding
+    assert all(r["efficiency_rel_diff"] < 1e-12 for r in out["runs"])
+    assert ctmc.DIRECT_LU_OPTIONS == before  # the options are restored
