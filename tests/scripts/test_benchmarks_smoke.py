@@ -372,4 +372,4 @@ def test_bench_exact_quick() -> None:
     assert len(out["runs"]) == 2 and all(r["cpu_s"] > 0 for r in out["runs"])
     # the reference factorisation gives the same stationary efficiency, to rounding
     assert all(r["efficiency_rel_diff"] < 1e-12 for r in out["runs"])
-    assert ctmc.DIRECT_LU_OPTIONS == before  # the options are restored
+    assert before == ctmc.DIRECT_LU_OPTIONS  # the options are restored
