@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from baselines.pas import pas_table
 from baselines.solvers import ctmc
-from benchmarks.common import command_line, machine, table, write_json
+from benchmarks.common import report
 from envs.farm_sampler import FarmDistribution, sample_farm
 
 #: chain-size bands (states), one farm each
@@ -98,15 +98,9 @@ def main(argv: list[str] | None = None) -> dict:
                      "cpu_s": new, "reference_cpu_s": ref, "speedup": ref / new,
                      "efficiency_rel_diff": diff})  # fmt: skip
         rows.append([c.name, ctmc.n_full_states(c), 1e3 * new, 1e3 * ref, ref / new, f"{diff:.1e}"])
-    print(f"# bench_exact ({command_line()})\n")
-    print(f"machine: {machine()}\n")
     headers = ["farm", "states", "ms (DIRECT_LU_OPTIONS)", "ms (SuperLU defaults)", "speed-up",
                "efficiency rel. diff."]  # fmt: skip
-    print(table(headers, rows))
-    print(f"\n(took {time.perf_counter() - t0:.0f} s)")
-    result = {"command": command_line(), "machine": machine(), "runs": runs}
-    write_json(a.json, result)
-    return result
+    return report("bench_exact", headers, rows, runs, a.json, t0)
 
 
 if __name__ == "__main__":

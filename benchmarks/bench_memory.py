@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import command_line, machine, table, write_json
+from benchmarks.common import report
 
 _SCRIPT = r"""
 import resource, sys, time
@@ -84,13 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
         [k, v["servers"] if "baseline" not in k else 4, v["events"], v["peak_mib"], v["seconds"]]
         for k, v in res.items()
     ]
-    print(f"# bench_memory ({command_line()})\n")
-    print(f"machine: {machine()}\n")
-    print(table(["process", "servers", "events / epochs", "peak RSS MiB", "seconds"], rows))
-    print(f"\n(took {time.perf_counter() - t0:.0f} s)")
-    result = {"command": command_line(), "machine": machine(), "runs": res}
-    write_json(a.json, result)
-    return result
+    headers = ["process", "servers", "events / epochs", "peak RSS MiB", "seconds"]
+    return report("bench_memory", headers, rows, res, a.json, t0)
 
 
 if __name__ == "__main__":

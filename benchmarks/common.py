@@ -103,3 +103,22 @@ def write_json(path: str | None, payload: dict[str, Any]) -> None:
 def command_line() -> str:
     """The command that produced the output (printed with the results), in its ``-m`` form."""
     return " ".join(["python -m benchmarks." + Path(sys.argv[0]).stem, *sys.argv[1:]])
+
+
+def report(
+    name: str,
+    headers: list[str],
+    rows: list[list[Any]],
+    runs: Any,
+    json_path: str | None,
+    t0: float,
+) -> dict[str, Any]:
+    """Print a benchmark's result (its command, the machine, a Markdown table of ``rows``, the
+    time since ``t0``), write it as JSON to ``json_path`` when given, and return it."""
+    print(f"# {name} ({command_line()})\n")
+    print(f"machine: {machine()}\n")
+    print(table(headers, rows))
+    print(f"\n(took {time.perf_counter() - t0:.0f} s)")
+    result = {"command": command_line(), "machine": machine(), "runs": runs}
+    write_json(json_path, result)
+    return result
