@@ -166,9 +166,13 @@ class TableNet(nn.Module):
 
     def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
         """The scores: PAS's prior plus the network's correction (:meth:`correction`)."""
+        return self.correction(x, group) + self.prior_term(x, group)
+
+    def prior_term(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+        """``prior`` times minus the token's group's PAS rank, read back from ``eff_rank``
+        (the torch twin of :func:`agents.generalist.table_net.pas_prior`)."""
         K = int(group.max()) + 1
-        rank = torch.round(x[:, _EFF_RANK].double() * max(K - 1, 1))
-        return self.correction(x, group) - self.prior * rank
+        return -self.prior * torch.round(x[:, _EFF_RANK].double() * max(K - 1, 1))
 
     def correction(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
         """The network's part of the scores, ``g(k) + d(k, b)``."""
@@ -201,8 +205,7 @@ def _farm_loss(
 ) -> torch.Tensor:
     x, group = torch.as_tensor(ex["x"]), torch.as_tensor(ex["group"])
     corr = net.correction(x, group)
-    K = int(group.max()) + 1
-    s = corr - net.prior * torch.round(x[:, _EFF_RANK].double() * max(K - 1, 1))
+    s = corr + net.prior_term(x, group)
     # the correction's size is penalised so that where the labels do not say otherwise the
     # scores stay at the prior (PAS); only with a prior: else it would only rescale the scores
     loss = l2 * corr.square().mean() if net.prior > 0 and len(ex["ordered"]) else torch.zeros(())
@@ -438,19 +441,10 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
         p.error(f"--prior-factors: comma-separated numbers, got {a.prior_factors!r}")
     if min(factors) <= 0:
         p.error("--prior-factors: every factor must be > 0")
-    if (
-        a.prior < 0
-        or a.l2 < 0
-        or a.floor < 0
-        or a.val_farms < 0
-        or a.exact_farms < 0
-        or a.exact_first < 0
-    ):
+    if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
         p.error("--prior/--l2/--floor/--val-farms/--exact-farms/--exact-first: must be >= 0")
     if (
-        a.farms < 0
-        or a.small_farms < 0
-        or a.first < 0
+        min(a.farms, a.small_farms, a.first) < 0
         or a.first + max(a.farms, a.small_farms) > HELD_OUT_SEEDS.start
     ):
         p.error("--farms/--first: training seeds must lie in 0..HELD_OUT_SEEDS.start-1")
