@@ -10,9 +10,9 @@ efficiency (the largest relative difference is printed).
 Chains above ``DIRECT_MAX_STATES`` (3,000) are solved by the iterative method, which the options
 do not touch: the last band shows the switch (the two columns agree there).
 
-Farms: the first draws of the generalist's small-farm stream (``agents.generalist.table_train``
-draws them from ``envs.farm_sampler.FarmDistribution(n_servers=(2, 24))``) whose chain falls in
-each size band; the table is PAS's.
+Farms: the first draws of the small-farm stream ``envs.farm_sampler.SMALL_FARMS`` (the
+generalist's exact labels are drawn from it) whose chain falls in each size band; the table is
+PAS's.
 
 ``python -m benchmarks.bench_exact`` (5 rounds a farm) or ``--quick``.
 """
@@ -32,13 +32,12 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from baselines.pas import pas_table
 from baselines.solvers import ctmc
 from benchmarks.common import report
-from envs.farm_sampler import FarmDistribution, sample_farm
+from envs.farm_sampler import SMALL_FARMS, sample_farm
 
 #: chain-size bands (states), one farm each
 BANDS = ((300, 800), (1_200, 2_000), (2_000, 3_500), (3_500, 5_000))
 #: SuperLU's own defaults: the reference factorisation
 REFERENCE_OPTIONS: dict[str, object] = {"permc_spec": "COLAMD", "diag_pivot_thresh": 1.0}
-SMALL = FarmDistribution(n_servers=(2, 24), general_size_share=0.0)
 
 
 @contextmanager
@@ -58,7 +57,7 @@ def farms(bands: tuple[tuple[int, int], ...]) -> list[Any]:
     """The first farm of the small-farm stream in each band (exponential sizes)."""
     out, seed = {}, 0
     while len(out) < len(bands) and seed < 100_000:
-        c = sample_farm(seed, SMALL)
+        c = sample_farm(seed, SMALL_FARMS)
         n = ctmc.n_full_states(c)
         for i, (lo, hi) in enumerate(bands):
             if i not in out and lo <= n < hi:

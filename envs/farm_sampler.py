@@ -48,7 +48,7 @@ import numpy as np
 from envs.config import FarmConfig, farm_from_dict
 from envs.validation import ConfigError
 
-__all__ = ["HELD_OUT_SEEDS", "SET_STRUCTURES", "FarmDistribution", "sample_farm"]
+__all__ = ["HELD_OUT_SEEDS", "SET_STRUCTURES", "SMALL_FARMS", "FarmDistribution", "sample_farm"]
 
 #: seeds reserved for measuring generalisation (never drawn by training)
 HELD_OUT_SEEDS = range(1_000_000_000, 2_000_000_000)
@@ -112,6 +112,11 @@ class FarmDistribution:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+#: the small-farm stream: the family with at most 24 servers and exponential sizes, where the
+#: per-server chain is often small enough to solve exactly (rare in the log-uniform default draw)
+SMALL_FARMS = FarmDistribution(n_servers=(2, 24), general_size_share=0.0)
 
 
 def _split(rng: np.random.Generator, total: int, parts: int) -> list[int]:

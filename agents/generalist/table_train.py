@@ -55,7 +55,7 @@ from baselines.best_priority import SearchSettings, search_best_table, table_eva
 from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from envs.farm_sampler import HELD_OUT_SEEDS, SMALL_FARMS, FarmDistribution, sample_farm
 from evaluation.exact import exact_solvable
 from evaluation.measure import measure
 
@@ -80,9 +80,8 @@ EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
 #: the teacher's search by simulation (common random numbers), capped to fit a CPU budget
 SIM_SEARCH = SearchSettings(budget=150, n_epochs=20_000, horizon_durations=40.0,
                             exact_max_states=5_000)  # fmt: skip
-#: the small-farm stream: the sampler's family with at most 24 servers, exponential sizes (the
-#: exact teacher's farms, rare in the log-uniform draw)
-SMALL = FarmDistribution(n_servers=(2, 24), general_size_share=0.0)
+#: the small-farm stream (``envs.farm_sampler.SMALL_FARMS``): the exact teacher's farms
+SMALL = SMALL_FARMS
 
 
 def teacher(config: FarmConfig) -> tuple[np.ndarray, str]:
