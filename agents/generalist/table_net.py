@@ -89,7 +89,9 @@ SMALL_EXPERT = "small."
 
 def chain_states_log10(config: FarmConfig) -> float:
     """log10 of the number of states of the farm's per-server chain, prod_k (B_k+1)^R_k: the
-    size that decides whether the exact teacher reaches the farm."""
+    size that decides whether the exact teacher reaches the farm. In log space and numpy only,
+    not ``baselines.solvers.ctmc.n_full_states``: the policy is built without the solvers'
+    imports, and at 10,000 servers the exact count has thousands of digits."""
     return float(sum(g.count * np.log10(g.buffer + 1) for g in config.groups))
 
 
