@@ -23,7 +23,7 @@ evaluations for T entries). Pairs whose order costs nothing weigh ``--floor``.
 Features: all of :data:`agents.generalist.table_net.FEATURES`, including the marginal efficiency
 and speed of each level (speed-scaling servers, where the teacher interleaves levels by them).
 
-    python -m agents.generalist.exact_expert --farms 1500 --epochs 60 --members 3 \\
+    python -m agents.generalist.exact_expert --farms 6000 --epochs 60 --members 5 --workers 2 \\
         --base agents/generalist/models/generalist_table.npz \\
         --out agents/generalist/models/generalist_table
 
@@ -60,6 +60,7 @@ from agents.generalist.table_train import (
 )
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from evaluation.parallel import parallel_map
 
 __all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
 
@@ -136,21 +137,37 @@ def merge_expert(
     return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
 
 
+def _fit_member(
+    job: tuple[list[dict[str, Any]], dict[str, Any]],
+) -> tuple[dict[str, np.ndarray], float]:
+    """One network of the ensemble: its numpy weights and the CPU seconds of its fit
+    (module-level: a worker process's unit; one thread each, so a member's weights do not
+    depend on ``--workers``)."""
+    data, kwargs = job
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    weights = fit(data, **kwargs).numpy_weights()
+    return weights, time.process_time() - t0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--farms", type=int, default=1500, help="exactly labelled training farms")
     p.add_argument("--first", type=int, default=0, help="first seed of the small-farm stream")
     p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--width", type=int, default=48)
+    p.add_argument("--width", type=int, default=64)
     p.add_argument("--seed", type=int, default=0, help="seed of the first network")
     p.add_argument(
         "--members",
         type=int,
-        default=3,
+        default=5,
         help="networks in the expert (seeds --seed, --seed+1, ...; scores averaged)",
     )
-    p.add_argument("--no-attention", dest="attention", action="store_false",
-                   help="no self-attention layer over the entries")  # fmt: skip
+    p.add_argument("--layers", type=int, default=2, help="attention blocks over the entries")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (divides --width)")
+    p.add_argument("--batch-size", type=int, default=16, help="farms a training step")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
     p.add_argument("--floor", type=float, default=0.01, help="weight of a pair that costs nothing")
     p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
                    help="model whose main network the output keeps")  # fmt: skip
@@ -162,8 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = build_parser()
     a = p.parse_args(argv)
-    if min(a.farms, a.epochs, a.width, a.members) < 1 or a.first < 0 or a.floor < 0:
-        p.error("--farms/--epochs/--width/--members: must be >= 1; --first/--floor: must be >= 0")
+    if min(a.farms, a.epochs, a.width, a.members, a.heads, a.batch_size, a.workers) < 1:
+        p.error("--farms/--epochs/--width/--members/--heads/--batch-size/--workers: must be >= 1")
+    if min(a.first, a.floor, a.layers) < 0 or a.lr <= 0:
+        p.error("--first/--floor/--layers: must be >= 0; --lr: must be > 0")
+    if a.layers and a.width % a.heads:
+        p.error(f"--heads: must divide --width ({a.width}), got {a.heads}")
     base, base_meta = load_weights(a.base)  # fail now, naming the file
     torch.set_num_threads(1)
     t0 = time.process_time()
@@ -171,21 +192,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if len(seeds) < a.farms:
         p.error(f"--farms: only {len(seeds)} exact small-stream farms below the held-out seeds")
     data = label_all(seeds, Path(a.cache) if a.cache else None)
-    t1 = time.process_time()
-    nets = [
-        fit(data, epochs=a.epochs, width=a.width, seed=a.seed + i, log=print,
-            pair_floor=a.floor, n_features=len(FEATURES), attention=a.attention).numpy_weights()
-        for i in range(a.members)
-    ]  # fmt: skip
+    common = {"epochs": a.epochs, "width": a.width, "log": print, "pair_floor": a.floor,
+              "n_features": len(FEATURES), "layers": a.layers, "heads": a.heads,
+              "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
+    jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
+    fitted = parallel_map(_fit_member, jobs, a.workers)
+    nets = [w for w, _ in fitted]
+    fit_cpu = sum(cpu for _, cpu in fitted)
+    # with workers, the fits' CPU time is theirs, not this process's
+    run_cpu = time.process_time() - t0 + (fit_cpu if a.workers > 1 and a.members > 1 else 0.0)
     weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
     expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],
               "epochs": a.epochs, "width": a.width, "seed": a.seed, "floor": a.floor,
-              "members": a.members, "attention": a.attention,
+              "members": a.members, "layers": a.layers, "heads": a.heads,
+              "batch_size": a.batch_size, "lr": a.lr,
               "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,
               "teacher": EXACT_SEARCH.__dict__,
               "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
-              "fit_cpu_s": round(time.process_time() - t1, 1),
-              "run_cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
+              "fit_cpu_s": round(fit_cpu, 1), "run_cpu_s": round(run_cpu, 1)}  # fmt: skip
     meta = {k: v for k, v in base_meta.items() if k != "features"} | {"small_expert": expert}
     path = save_weights(weights, a.out, **meta)
     print(json.dumps({"model": str(path), **expert}, default=str))

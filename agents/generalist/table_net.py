@@ -12,8 +12,10 @@ share of its power, its share of servers and capacity, the load that the job typ
 bring relative to their capacity, how many types may use it, and how good those types'
 best alternative group is; plus the farm's load, size, number of groups and types.
 
-Network (:func:`forward`): a token MLP, then (DeepSets) the mean of the token embeddings over the
-farm and over the token's own group are concatenated to each token, and two heads give
+Network (:func:`forward`): a token MLP, then attention blocks (multi-head self-attention over
+the farm's entries and a feed-forward layer, each residual; :func:`n_blocks`, none in a network
+without them), then (DeepSets) the mean of the token embeddings over the farm and over the
+token's own group are concatenated to each token, and two heads give
 
     score(k, b) = p * pas(k) + g(k) + d(k, b)
 
@@ -32,6 +34,7 @@ Files: ``NAME.npz`` (the weights, float32 arrays, read with ``allow_pickle=False
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -203,21 +206,38 @@ def _mlp(x: np.ndarray, w: dict[str, np.ndarray], name: str, n: int) -> np.ndarr
     return x
 
 
+def n_blocks(w: dict[str, np.ndarray], prefix: str = "") -> int:
+    """The number of attention blocks of the network ``prefix``."""
+    return sum(k.startswith(prefix + "blocks.") and k.endswith(".qkv.weight") for k in w)
+
+
+def _block(h: np.ndarray, w: dict[str, np.ndarray], name: str, heads: int) -> np.ndarray:
+    """One attention block (the numpy twin of ``table_torch._Block``): multi-head
+    self-attention over the entries, then a feed-forward layer, each residual."""
+    T, W = h.shape
+    d = W // heads
+    qkv = (h @ w[name + "qkv.weight"].T + w[name + "qkv.bias"]).reshape(T, 3, heads, d)
+    q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
+    a = np.einsum("thd,shd->hts", q, k) / np.float32(np.sqrt(d))
+    a = np.exp(a - a.max(axis=2, keepdims=True))
+    a /= a.sum(axis=2, keepdims=True)
+    att = np.einsum("hts,shd->thd", a, v).reshape(T, W)
+    h = h + att @ w[name + "o.weight"].T + w[name + "o.bias"]
+    return h + _mlp(h, w, name + "ff", 2)
+
+
 def forward(
     w: dict[str, np.ndarray], x: np.ndarray, group: np.ndarray, prefix: str = ""
 ) -> np.ndarray:
     """float64[T] scores of the tokens by the expert ``prefix`` (``""``: the main network;
     numpy, the same computation as the torch trainer's
-    :class:`agents.generalist.table_train.TableNet`)."""
+    :class:`agents.generalist.table_torch.TableNet`)."""
     K = int(group.max()) + 1
     width_in = w[prefix + "embed.0.weight"].shape[1]  # the expert reads the first features
     h = _mlp(x[:, :width_in].astype(np.float32), w, prefix + "embed", 2)
     h = np.maximum(h, 0.0)
-    if prefix + "attn.q.weight" in w:  # the optional self-attention layer over the entries
-        q, k, v = (h @ w[f"{prefix}attn.{n}.weight"].T + w[f"{prefix}attn.{n}.bias"] for n in "qkv")
-        a = q @ k.T / np.float32(np.sqrt(h.shape[1]))
-        a = np.exp(a - a.max(axis=1, keepdims=True))
-        h = h + (a / a.sum(axis=1, keepdims=True)) @ v
+    for i in range(n_blocks(w, prefix)):  # attention blocks over the entries (the experts)
+        h = _block(h, w, f"{prefix}blocks.{i}.", int(w[prefix + "blocks.heads"].reshape(-1)[0]))
     cnt = np.bincount(group, minlength=K).astype(np.float32)[:, None]
     gsum = np.zeros((K, h.shape[1]), dtype=np.float32)
     np.add.at(gsum, group, h)
@@ -318,6 +338,17 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     for e in experts:
         if w[e + "embed.0.weight"].shape[1] > len(feats):
             raise ValueError(f"model: {p}'s {e or 'main '}expert reads more features than listed")
+    known = re.compile(r"(embed|head)\.[01]\.(weight|bias)|prior\.scale|blocks\.heads"
+                       r"|blocks\.\d+\.(qkv|o|ff\.[01])\.(weight|bias)")  # fmt: skip
+    unknown = [k for k in w if k != SMALL_EXPERT + "max_states"
+               and not any(k.startswith(e) and known.fullmatch(k[len(e):]) for e in experts)]  # fmt: skip
+    if unknown:
+        raise ValueError(f"model: {p} has weights this version does not read: {unknown[:4]}")
+    for e in experts:
+        heads = w.get(e + "blocks.heads")
+        if n_blocks(w, e) and (heads is None or heads.size != 1 or heads.reshape(-1)[0] < 1):
+            raise ValueError(f"model: {p}'s {e or 'main '}network has attention blocks but no "
+                             "blocks.heads (one number, >= 1)")  # fmt: skip
     for k in [e + "prior.scale" for e in experts] + [SMALL_EXPERT + "max_states"]:
         if k in w and w[k].size != 1:
             raise ValueError(f"model: {p} has a {k} of {w[k].size} values, not 1")

@@ -26,8 +26,8 @@ higher level first, as its smallest-index tie-break packs), or that two groups t
 logistic loss on the score difference for the ordered pairs, and an absolute-difference penalty
 for the tied ones, each averaged per farm so that every farm weighs the same.
 
-    python -m agents.generalist.table_train --farms 217 --small-farms 183 --epochs 80 \
-        --out agents/generalist/models/generalist_table
+    python -m agents.generalist.table_train --farms 1000 --small-farms 183 --epochs 60 \
+        --layers 2 --width 64 --batch-size 16 --out agents/generalist/models/generalist_table
 
 ``--prior``, ``--val-farms``, ``--exact-farms`` are off by default: with them (``--prior 1
 --val-farms 100 --exact-farms 120``) the small held-out farms improve (at least PAS on 96%
@@ -50,7 +50,8 @@ import torch
 from torch import nn
 
 from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import FEATURES, TWIN_SERVERS, save_weights, table_features
+from agents.generalist.table_net import TWIN_SERVERS, save_weights, table_features
+from agents.generalist.table_torch import MAIN_FEATURES, TableNet, batch_loss, collate
 from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
 from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy
@@ -71,9 +72,6 @@ __all__ = [
     "main",
 ]
 
-_EFF_RANK = FEATURES.index("eff_rank")
-#: the features the main network reads (the first ones of FEATURES)
-MAIN_FEATURES = FEATURES.index("types_4") + 1
 
 #: the teacher's search where the chain is small (each evaluation a CTMC solve of milliseconds)
 EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
@@ -141,89 +139,6 @@ def farm_labels(seed: int, small: bool = False) -> dict[str, Any]:
             "method": method, "servers": config.n_servers, "cpu_s": time.process_time() - t0}  # fmt: skip
 
 
-class TableNet(nn.Module):
-    """The torch twin of :func:`agents.generalist.table_net.forward` (same parameter names);
-    ``prior`` is the fixed weight of PAS's group ranking (``prior.scale``, 0 = none)."""
-
-    def __init__(
-        self,
-        width: int = 48,
-        prior: float = 0.0,
-        n_features: int = MAIN_FEATURES,
-        attention: bool = False,
-    ) -> None:
-        super().__init__()
-        F = self.n_features = n_features  # it reads the first F of FEATURES
-        self.prior = prior
-        self.embed = nn.Sequential(nn.Linear(F, width), nn.ReLU(), nn.Linear(width, width))
-        # one self-attention layer over the farm's entries (optional): each entry compares
-        # itself with every other, which the mean embeddings cannot (its rank among them)
-        self.attn = nn.ModuleDict(
-            {n: nn.Linear(width, width) for n in ("q", "k", "v")} if attention else {}
-        )
-        self.head = nn.Sequential(nn.Linear(3 * width, width), nn.ReLU(), nn.Linear(width, 2))
-
-    def forward(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-        """The scores: PAS's prior plus the network's correction (:meth:`correction`)."""
-        return self.correction(x, group) + self.prior_term(x, group)
-
-    def prior_term(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-        """``prior`` times minus the token's group's PAS rank, read back from ``eff_rank``
-        (the torch twin of :func:`agents.generalist.table_net.pas_prior`)."""
-        K = int(group.max()) + 1
-        return -self.prior * torch.round(x[:, _EFF_RANK].double() * max(K - 1, 1))
-
-    def correction(self, x: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-        """The network's part of the scores, ``g(k) + d(k, b)``."""
-        K = int(group.max()) + 1
-        h = torch.relu(self.embed(x[:, : self.n_features]))
-        if len(self.attn):
-            a = self.attn["q"](h) @ self.attn["k"](h).T / math.sqrt(h.shape[1])
-            h = h + torch.softmax(a, dim=1) @ self.attn["v"](h)
-        cnt = torch.bincount(group, minlength=K).to(x.dtype)[:, None]
-        gmean = torch.zeros(K, h.shape[1]).index_add_(0, group, h) / cnt
-        z = torch.cat([h, h.mean(0, keepdim=True).expand_as(h), gmean[group]], dim=1)
-        out = self.head(z)
-        g = torch.zeros(K).index_add_(0, group, out[:, 0]) / cnt[:, 0]
-        return (g[group] + out[:, 1]).double()
-
-    def numpy_weights(self) -> dict[str, np.ndarray]:
-        """The weights under the numpy forward's names (``embed.0.weight``, ...)."""
-        sd = self.state_dict()
-        w = {k.replace("embed.2", "embed.1").replace("head.2", "head.1"): v.numpy()
-             for k, v in sd.items()}  # fmt: skip
-        return w | {"prior.scale": np.array([self.prior], dtype=np.float32)}
-
-
-def _farm_loss(
-    net: TableNet,
-    ex: dict[str, Any],
-    tie_weight: float,
-    l2: float = 0.0,
-    pair_floor: float | None = None,
-) -> torch.Tensor:
-    x, group = torch.as_tensor(ex["x"]), torch.as_tensor(ex["group"])
-    corr = net.correction(x, group)
-    s = corr + net.prior_term(x, group)
-    # the correction's size is penalised so that where the labels do not say otherwise the
-    # scores stay at the prior (PAS); only with a prior: else it would only rescale the scores
-    loss = l2 * corr.square().mean() if net.prior > 0 and len(ex["ordered"]) else torch.zeros(())
-    if len(ex["ordered"]):
-        o = torch.as_tensor(ex["ordered"])
-        lp = nn.functional.softplus(-(s[o[:, 0]] - s[o[:, 1]]))
-        if pair_floor is not None and "weight" in ex:
-            # each order weighs what breaking it costs (% efficiency, exact labels), plus a
-            # floor: the orders that cost nothing to break still count a little
-            w = torch.as_tensor(np.maximum(ex["weight"], 0.0)) + pair_floor
-            loss = loss + (w * lp).sum() / len(o)
-        else:
-            loss = loss + lp.mean()
-    if len(ex["tied"]):
-        t = torch.as_tensor(ex["tied"])
-        loss = loss + tie_weight * (s[t[:, 0]] - s[t[:, 1]]).abs().mean()
-    return loss
-
-
 def fit(
     data: Sequence[dict[str, Any]],
     epochs: int = 60,
@@ -237,32 +152,47 @@ def fit(
     validation: Validation | None = None,
     pair_floor: float | None = None,
     n_features: int | None = None,
-    attention: bool = False,
+    layers: int = 0,
+    heads: int = 4,
+    batch_size: int = 1,
+    warmup: float = 0.0,
+    clip: float | None = None,
 ) -> TableNet:
-    """Train a :class:`TableNet` on the examples of :func:`farm_labels` (Adam, one farm per
-    step, shuffled each epoch, cosine learning rate). With ``validation``, the weights are
-    scored on its farms every 5 epochs and after the last, and the best scoring are kept. With
-    ``pair_floor``, examples that carry pair weights (``weight``, exact labels) weigh each ordered pair
-    by ``weight + pair_floor``; ``n_features``: the network reads the first ``n_features`` of
-    ``FEATURES`` (default: the 25 the main network reads); ``attention``: with the optional
-    self-attention layer over the entries."""
+    """Train a :class:`TableNet` on the examples of :func:`farm_labels` (Adam, ``batch_size``
+    farms a step, shuffled each epoch, cosine learning rate). With ``validation``, the weights
+    are scored on its farms every 5 epochs and after the last, and the best scoring are kept.
+    With ``pair_floor``, examples that carry pair weights (``weight``, exact labels) weigh each
+    ordered pair by ``weight + pair_floor``; ``n_features``: the network reads the first
+    ``n_features`` of ``FEATURES`` (default: the 25 the main network reads); ``layers`` /
+    ``heads``: its attention blocks over the entries (0: none). ``warmup`` > 0: a one-cycle
+    rate instead (rising over that share of the steps, then annealed), and ``clip``: the
+    gradient's norm clipped, both for the deeper experts, whose first steps otherwise jump."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = TableNet(width, prior, n_features or MAIN_FEATURES, attention)
+    net = TableNet(width, prior, n_features or MAIN_FEATURES, layers, heads)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(data))
+    n_steps = epochs * math.ceil(len(data) / batch_size)
+    sched: torch.optim.lr_scheduler.LRScheduler = (
+        torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=n_steps, pct_start=warmup)
+        if warmup > 0
+        else torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_steps)
+    )
     best: tuple[tuple[float, ...], dict[str, torch.Tensor]] | None = None
     for epoch in range(epochs):
         total = 0.0
-        for i in rng.permutation(len(data)):
-            loss = _farm_loss(net, data[i], tie_weight, l2, pair_floor)
-            if not loss.requires_grad:  # a farm with one usable entry: nothing to rank
+        order = rng.permutation(len(data))
+        for i in range(0, len(data), batch_size):
+            batch = collate([data[j] for j in order[i : i + batch_size]], pair_floor)
+            loss = batch_loss(net, batch, tie_weight, l2)
+            if not loss.requires_grad:  # farms with one usable entry: nothing to rank
                 continue
             opt.zero_grad()
             loss.backward()
+            if clip is not None:
+                nn.utils.clip_grad_norm_(net.parameters(), clip)
             opt.step()
             sched.step()
-            total += loss.item()
+            total += loss.item() * batch.n_farms
         msg = f"epoch {epoch}: loss {total / len(data):.4f}"
         if validation is not None and (epoch % 5 == 4 or epoch == epochs - 1):
             score = validation.score(net.numpy_weights())
@@ -403,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact-first", type=int, default=200, help="first seed of --exact-farms")
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--width", type=int, default=48)
+    p.add_argument("--layers", type=int, default=0, help="attention blocks over the entries")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (divides --width)")
+    p.add_argument("--batch-size", type=int, default=1, help="farms a training step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--prior", type=float, default=0.0, help="weight of PAS's group ranking (0 = no prior)"
@@ -440,6 +373,8 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
         p.error(f"--prior-factors: comma-separated numbers, got {a.prior_factors!r}")
     if min(factors) <= 0:
         p.error("--prior-factors: every factor must be > 0")
+    if min(a.layers, a.heads - 1, a.batch_size - 1) < 0 or (a.layers and a.width % a.heads):
+        p.error("--layers: must be >= 0; --batch-size/--heads: >= 1, --heads dividing --width")
     if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
         p.error("--prior/--l2/--floor/--val-farms/--exact-farms/--exact-first: must be >= 0")
     if (
@@ -468,13 +403,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     t1 = time.process_time()
     val = Validation(a.val_farms, a.floor) if a.val_farms else None
     net = fit(data, epochs=a.epochs, width=a.width, seed=a.seed, log=print, prior=a.prior,
-              l2=a.l2, validation=val)  # fmt: skip
+              l2=a.l2, validation=val, layers=a.layers, heads=a.heads,
+              batch_size=a.batch_size)  # fmt: skip
     if val is not None and a.prior > 0:
         val.calibrate(net, factors, log=print)
     methods = {
         m: int(sum(str(ex["method"]) == m for ex in data)) for m in ("exact", "simulated", "twin")
     }
     meta = {"width": a.width, "trained": {
+        "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size,
         "farms": a.farms, "small_farms": a.small_farms,
         "exact_farms": a.exact_farms, "exact_first": a.exact_first, "first_seed": a.first, "epochs": a.epochs, "seed": a.seed,
         "prior": a.prior, "prior_kept": net.prior, "l2": a.l2, "val_farms": a.val_farms,

@@ -25,12 +25,13 @@ from agents.generalist.table_net import (  # noqa: E402
     forward,
     load_weights,
     members,
+    n_blocks,
     save_weights,
     table_features,
 )
+from agents.generalist.table_torch import MAIN_FEATURES  # noqa: E402
 from agents.generalist.table_train import (  # noqa: E402
     EXACT_SEARCH,
-    MAIN_FEATURES,
     SMALL,
     TableNet,
     exact_seeds,
@@ -95,7 +96,7 @@ def _two_expert_model(tmp_path):
     torch.manual_seed(1)
     shipped, _ = load_weights(SHIPPED_MODEL)
     base = {k: v for k, v in shipped.items() if not k.startswith(SMALL_EXPERT)}  # main only
-    nets = [TableNet(8, n_features=len(FEATURES), attention=a).numpy_weights() for a in (1, 0)]
+    nets = [TableNet(8, n_features=len(FEATURES), layers=n).numpy_weights() for n in (2, 0)]
     w = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
     path = save_weights(w, tmp_path / "m")
     return load_weights(path)[0], base, nets
@@ -123,7 +124,7 @@ def test_small_farms_read_by_the_expert_large_by_the_main_network(tmp_path) -> N
 def test_the_main_network_reads_its_own_features(tmp_path) -> None:
     base, _ = load_weights(SHIPPED_MODEL)
     assert base["embed.0.weight"].shape[1] == MAIN_FEATURES <= len(FEATURES)
-    net = TableNet(16, n_features=len(FEATURES), attention=True).eval()
+    net = TableNet(16, n_features=len(FEATURES), layers=2, heads=4).eval()
     x, g, _ = table_features(sample_farm(3))
     with torch.no_grad():
         want = net(torch.as_tensor(x), torch.as_tensor(g)).numpy()
@@ -149,4 +150,26 @@ def test_bad_options_are_usage_errors(bad: list[str], tmp_path) -> None:
         return
     with pytest.raises(SystemExit) as e:
         main(argv)
+    assert e.value.code == 2
+
+
+def test_the_trainer_writes_an_ensemble_of_attention_networks(tmp_path) -> None:
+    argv = ["--farms", "3", "--epochs", "2", "--members", "2", "--width", "8", "--heads", "2",
+            "--layers", "2", "--batch-size", "2", "--workers", "2", "--cache", str(tmp_path),
+            "--out", str(tmp_path / "m")]  # fmt: skip
+    meta = main(argv)
+    w, side = load_weights(tmp_path / "m.npz")
+    assert members(w, SMALL_EXPERT) == ["small.0.", "small.1."]
+    assert n_blocks(w, "small.0.") == 2
+    base, _ = load_weights(SHIPPED_MODEL)  # the --base default: its main network is kept
+    assert all(np.array_equal(w[k], v) for k, v in base.items() if not k.startswith(SMALL_EXPERT))
+    assert side["small_expert"]["members"] == 2 == meta["small_expert"]["members"]
+    tiny = sample_farm(exact_seeds(1, 0)[0], SMALL)
+    assert np.all(np.isfinite(generalist_table(tiny, weights=w)))
+
+
+@pytest.mark.parametrize("bad", [["--heads", "3"], ["--layers", "-1"], ["--lr", "0"]])
+def test_bad_attention_options_are_usage_errors(bad: list[str], tmp_path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--cache", str(tmp_path), "--out", str(tmp_path / "m"), *bad])
     assert e.value.code == 2
