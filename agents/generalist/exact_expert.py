@@ -54,7 +54,9 @@ from agents.generalist.table_train import (
     EXACT_SEARCH,
     SMALL,
     _pairs,
+    add_network_options,
     cached_labels,
+    check_network_options,
     exact_seeds,
     fit,
 )
@@ -155,7 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--farms", type=int, default=1500, help="exactly labelled training farms")
     p.add_argument("--first", type=int, default=0, help="first seed of the small-farm stream")
     p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--width", type=int, default=64)
     p.add_argument("--seed", type=int, default=0, help="seed of the first network")
     p.add_argument(
         "--members",
@@ -163,9 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=5,
         help="networks in the expert (seeds --seed, --seed+1, ...; scores averaged)",
     )
-    p.add_argument("--layers", type=int, default=2, help="attention blocks over the entries")
-    p.add_argument("--heads", type=int, default=4, help="attention heads (divides --width)")
-    p.add_argument("--batch-size", type=int, default=16, help="farms a training step")
+    add_network_options(p, width=64, layers=2, batch_size=16)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
     p.add_argument("--floor", type=float, default=0.01, help="weight of a pair that costs nothing")
@@ -179,12 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = build_parser()
     a = p.parse_args(argv)
-    if min(a.farms, a.epochs, a.width, a.members, a.heads, a.batch_size, a.workers) < 1:
-        p.error("--farms/--epochs/--width/--members/--heads/--batch-size/--workers: must be >= 1")
-    if min(a.first, a.floor, a.layers) < 0 or a.lr <= 0:
-        p.error("--first/--floor/--layers: must be >= 0; --lr: must be > 0")
-    if a.layers and a.width % a.heads:
-        p.error(f"--heads: must divide --width ({a.width}), got {a.heads}")
+    if min(a.farms, a.epochs, a.members, a.workers) < 1:
+        p.error("--farms/--epochs/--members/--workers: must be >= 1")
+    if min(a.first, a.floor) < 0 or a.lr <= 0:
+        p.error("--first/--floor: must be >= 0; --lr: must be > 0")
+    check_network_options(p, a)
     base, base_meta = load_weights(a.base)  # fail now, naming the file
     torch.set_num_threads(1)
     t0 = time.process_time()
@@ -196,11 +194,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "n_features": len(FEATURES), "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
     jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
+    t1 = time.process_time()
     fitted = parallel_map(_fit_member, jobs, a.workers)
     nets = [w for w, _ in fitted]
+    # the fits' CPU is measured where they run (in this process or in workers), so the time
+    # this process spent around them is replaced by it
     fit_cpu = sum(cpu for _, cpu in fitted)
-    # with workers, the fits' CPU time is theirs, not this process's
-    run_cpu = time.process_time() - t0 + (fit_cpu if a.workers > 1 and a.members > 1 else 0.0)
+    fit_wait = time.process_time() - t1
     weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
     expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],
               "epochs": a.epochs, "width": a.width, "seed": a.seed, "floor": a.floor,
@@ -209,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,
               "teacher": EXACT_SEARCH.__dict__,
               "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
-              "fit_cpu_s": round(fit_cpu, 1), "run_cpu_s": round(run_cpu, 1)}  # fmt: skip
+              "fit_cpu_s": round(fit_cpu, 1),
+              "run_cpu_s": round(time.process_time() - t0 - fit_wait + fit_cpu, 1)}  # fmt: skip
     meta = {k: v for k, v in base_meta.items() if k != "features"} | {"small_expert": expert}
     path = save_weights(weights, a.out, **meta)
     print(json.dumps({"model": str(path), **expert}, default=str))

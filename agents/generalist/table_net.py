@@ -344,14 +344,14 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
                and not any(k.startswith(e) and known.fullmatch(k[len(e):]) for e in experts)]  # fmt: skip
     if unknown:
         raise ValueError(f"model: {p} has weights this version does not read: {unknown[:4]}")
-    for e in experts:
-        heads = w.get(e + "blocks.heads")
-        if n_blocks(w, e) and (heads is None or heads.size != 1 or heads.reshape(-1)[0] < 1):
-            raise ValueError(f"model: {p}'s {e or 'main '}network has attention blocks but no "
-                             "blocks.heads (one number, >= 1)")  # fmt: skip
-    for k in [e + "prior.scale" for e in experts] + [SMALL_EXPERT + "max_states"]:
+    singles = [e + n for e in experts for n in ("prior.scale", "blocks.heads")]
+    for k in [*singles, SMALL_EXPERT + "max_states"]:
         if k in w and w[k].size != 1:
             raise ValueError(f"model: {p} has a {k} of {w[k].size} values, not 1")
+    for e in experts:
+        if n_blocks(w, e) and not w.get(e + "blocks.heads", np.zeros(1))[0] >= 1:
+            raise ValueError(f"model: {p}'s {e or 'main '}network has attention blocks but no "
+                             "blocks.heads (one number, >= 1)")  # fmt: skip
     if not all(np.all(np.isfinite(v)) for v in w.values()):
         raise ValueError(f"model: {p} has non-finite weights")
     return w, meta

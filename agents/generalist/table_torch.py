@@ -26,7 +26,7 @@ from torch import nn
 
 from agents.generalist.table_net import FEATURES
 
-__all__ = ["Batch", "TableNet", "batch_loss", "collate"]
+__all__ = ["MAIN_FEATURES", "Batch", "TableNet", "batch_loss", "collate"]
 
 _EFF_RANK = FEATURES.index("eff_rank")
 #: the features the main network reads (the first ones of FEATURES)

@@ -313,6 +313,26 @@ def exact_seeds(n: int, first: int) -> list[int]:
     return out
 
 
+def add_network_options(
+    p: argparse.ArgumentParser, width: int, layers: int, batch_size: int
+) -> None:
+    """The network's form and its batches on a command line (this trainer's and the small-farm
+    expert's), with the given defaults; :func:`check_network_options` refuses bad values."""
+    p.add_argument("--width", type=int, default=width)
+    p.add_argument("--layers", type=int, default=layers, help="attention blocks over the entries")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (divides --width)")
+    p.add_argument("--batch-size", type=int, default=batch_size, help="farms a training step")
+
+
+def check_network_options(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Exit 2 naming the option when :func:`add_network_options`' values cannot build a
+    :class:`TableNet` or a batch."""
+    if min(a.width, a.heads, a.batch_size) < 1 or a.layers < 0:
+        p.error("--width/--heads/--batch-size: must be >= 1; --layers: must be >= 0")
+    if a.layers and a.width % a.heads:
+        p.error(f"--heads: must divide --width ({a.width}), got {a.heads}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of the table network's training (module doc)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -332,10 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--exact-first", type=int, default=200, help="first seed of --exact-farms")
     p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--width", type=int, default=48)
-    p.add_argument("--layers", type=int, default=0, help="attention blocks over the entries")
-    p.add_argument("--heads", type=int, default=4, help="attention heads (divides --width)")
-    p.add_argument("--batch-size", type=int, default=1, help="farms a training step")
+    add_network_options(p, width=48, layers=0, batch_size=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--prior", type=float, default=0.0, help="weight of PAS's group ranking (0 = no prior)"
@@ -373,8 +390,7 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
         p.error(f"--prior-factors: comma-separated numbers, got {a.prior_factors!r}")
     if min(factors) <= 0:
         p.error("--prior-factors: every factor must be > 0")
-    if min(a.layers, a.heads - 1, a.batch_size - 1) < 0 or (a.layers and a.width % a.heads):
-        p.error("--layers: must be >= 0; --batch-size/--heads: >= 1, --heads dividing --width")
+    check_network_options(p, a)
     if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
         p.error("--prior/--l2/--floor/--val-farms/--exact-farms/--exact-first: must be >= 0")
     if (
