@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the env ids)
-from benchmarks.common import Rate, command_line, machine, measure, table, write_json
+from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
 from envs import kernels as kn
 from envs.scenarios import load_scenario
 
@@ -126,8 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
         [n, r.per_cpu_second, r.per_wall_second, 1e6 / r.per_cpu_second, r.per_cpu_second / cart]
         for n, r in rates.items()
     ]
-    print(f"# bench_env_step ({command_line()})\n")
-    print(f"machine: {machine()}\n")
+    print_header("bench_env_step")
     print(table(["env", "steps / CPU s", "steps / wall s", "us / step", "vs CartPole"], rows))
     server_ratio = rates[names[1]].per_cpu_second / cart
     big_ratio = rates[names[3]].per_cpu_second / g100

@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import numpy as np
 from numba import njit
 
-from benchmarks.common import Rate, command_line, machine, measure, table, write_json
+from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
 from benchmarks.simpy_reference import SimpyFarm
 from envs.config import FarmConfig
 from envs.scenarios import load_scenario
@@ -246,8 +246,7 @@ def main(argv: list[str] | None = None) -> dict:
     largest = named[-1][0]
     growth = ref / compiled[largest][0].per_cpu_second
 
-    print(f"# bench_simulation ({command_line()})\n")
-    print(f"machine: {machine()}\n")
+    print_header("bench_simulation")
     print(table(HEADERS, rows))
     print(f"\ncost per event, {largest} vs paper-100: {growth:.2f}x")
     result = {

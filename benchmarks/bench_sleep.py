@@ -19,7 +19,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import numpy as np
 
-from benchmarks.common import Rate, command_line, machine, measure, table
+from benchmarks.common import Rate, measure, print_header, table
 from envs.config import FarmConfig, farm_from_dict
 from envs.scenarios import load_scenario
 from envs.simulator import FarmSimulator
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
                 return float(st.arrivals.sum() + st.departures)
 
             rate.add(*measure(run))
-    print(f"# bench_sleep ({command_line()})\n\nmachine: {machine()}\n")
+    print_header("bench_sleep")
     rows = []
     for name, (rate, sim, tab, c) in runs.items():
         base = runs[name.replace(" + sleep", "")][0].per_cpu_second

@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the env ids)
-from benchmarks.common import Rate, command_line, machine, measure, table, write_json
+from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
 
 
 def pool(space: gym.Space, size: int = 64) -> list:
@@ -171,8 +171,7 @@ def print_rates(rates: dict[str, Rate], n: int) -> None:
         [labels[k], r.per_cpu_second / 1e6, r.per_wall_second / 1e6, nat / r.per_cpu_second]
         for k, r in rates.items()
     ]
-    print(f"# bench_vector ({command_line()})\n")
-    print(f"machine: {machine()}\n")
+    print_header("bench_vector")
     print(
         table(
             ["env", "M epochs / CPU s", "M epochs / wall s", "native serial is x faster (CPU)"],

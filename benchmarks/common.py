@@ -105,6 +105,12 @@ def command_line() -> str:
     return " ".join(["python -m benchmarks." + Path(sys.argv[0]).stem, *sys.argv[1:]])
 
 
+def print_header(name: str) -> None:
+    """The first lines of every benchmark's printout: its name and command, then the machine."""
+    print(f"# {name} ({command_line()})\n")
+    print(f"machine: {machine()}\n")
+
+
 def report(
     name: str,
     headers: list[str],
@@ -115,8 +121,7 @@ def report(
 ) -> dict[str, Any]:
     """Print a benchmark's result (its command, the machine, a Markdown table of ``rows``, the
     time since ``t0``), write it as JSON to ``json_path`` when given, and return it."""
-    print(f"# {name} ({command_line()})\n")
-    print(f"machine: {machine()}\n")
+    print_header(name)
     print(table(headers, rows))
     print(f"\n(took {time.perf_counter() - t0:.0f} s)")
     result = {"command": command_line(), "machine": machine(), "runs": runs}
