@@ -58,7 +58,7 @@ from agents.generalist.table_train import (
     cached_labels,
     check_network_options,
     exact_seeds,
-    fit,
+    fit_member,
 )
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
@@ -139,19 +139,6 @@ def merge_expert(
     return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
 
 
-def _fit_member(
-    job: tuple[list[dict[str, Any]], dict[str, Any]],
-) -> tuple[dict[str, np.ndarray], float]:
-    """One network of the ensemble: its numpy weights and the CPU seconds of its fit
-    (module-level: a worker process's unit; one thread each, so a member's weights do not
-    depend on ``--workers``)."""
-    data, kwargs = job
-    torch.set_num_threads(1)
-    t0 = time.process_time()
-    weights = fit(data, **kwargs).numpy_weights()
-    return weights, time.process_time() - t0
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--farms", type=int, default=1500, help="exactly labelled training farms")
@@ -195,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
     jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
     t1 = time.process_time()
-    fitted = parallel_map(_fit_member, jobs, a.workers)
+    fitted = parallel_map(fit_member, jobs, a.workers)
     nets = [w for w, _ in fitted]
     # the fits' CPU is measured where they run (in this process or in workers), so the time
     # this process spent around them is replaced by it

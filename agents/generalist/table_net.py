@@ -44,6 +44,7 @@ from envs.config import FarmConfig
 
 __all__ = [
     "FEATURES",
+    "MAIN_ENSEMBLE",
     "SMALL_EXPERT",
     "TWIN_SERVERS",
     "chain_states_log10",
@@ -112,11 +113,18 @@ def expert_prefix(w: dict[str, np.ndarray], config: FarmConfig) -> str:
     return SMALL_EXPERT if chain_states_log10(config) <= np.log10(limit) + 1e-9 else ""
 
 
+#: the name prefix of the main network's members when it is an ensemble (``main.0.``, ...)
+MAIN_ENSEMBLE = "main."
+
+
 def members(w: dict[str, np.ndarray], prefix: str) -> list[str]:
     """The networks of the expert ``prefix`` (an ensemble whose scores are averaged): the main
-    network is one, ``""``; the small-farm expert's are ``small.0.``, ``small.1.``, ..."""
+    network (``prefix=""``) is one, ``""``, or an ensemble ``main.0.``, ``main.1.``, ...; the
+    small-farm expert's are ``small.0.``, ``small.1.``, ..."""
     if not prefix:
-        return [""]
+        if "embed.0.weight" in w:
+            return [""]
+        prefix = MAIN_ENSEMBLE
     n = sum(k.startswith(prefix) and k.endswith(".embed.0.weight") for k in w)
     return [f"{prefix}{i}." for i in range(n)]
 
@@ -327,8 +335,11 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     with np.load(p, allow_pickle=False) as z:
         w = {k: np.asarray(z[k], dtype=np.float32) for k in z.files}
     has_small = SMALL_EXPERT + "max_states" in w
-    experts = [""] + (members(w, SMALL_EXPERT) if has_small else [])
-    if has_small and len(experts) == 1:
+    main = members(w, "")
+    if not main:
+        raise ValueError(f"model: {p} has no main network (embed.* or {MAIN_ENSEMBLE}0.embed.*)")
+    experts = main + (members(w, SMALL_EXPERT) if has_small else [])
+    if has_small and len(experts) == len(main):
         raise ValueError(f"model: {p} has {SMALL_EXPERT}max_states but no small-farm network")
     need = [f"{e}{n}.{i}.{t}" for e in experts for n in ("embed", "head") for i in (0, 1)
             for t in ("weight", "bias")]  # fmt: skip

@@ -50,7 +50,12 @@ import torch
 from torch import nn
 
 from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import TWIN_SERVERS, save_weights, table_features
+from agents.generalist.table_net import (
+    MAIN_ENSEMBLE,
+    TWIN_SERVERS,
+    save_weights,
+    table_features,
+)
 from agents.generalist.table_torch import MAIN_FEATURES, TableNet, batch_loss, collate
 from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
 from baselines.pas import pas_table
@@ -59,6 +64,7 @@ from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, SMALL_FARMS, FarmDistribution, sample_farm
 from evaluation.exact import exact_solvable
 from evaluation.measure import measure
+from evaluation.parallel import parallel_map
 
 __all__ = [
     "EXACT_SEARCH",
@@ -69,6 +75,7 @@ __all__ = [
     "exact_seeds",
     "farm_labels",
     "fit",
+    "fit_member",
     "main",
 ]
 
@@ -205,6 +212,19 @@ def fit(
         net.load_state_dict(best[1])
         net.validation_score = best[0]  # type: ignore[assignment]
     return net.eval()
+
+
+def fit_member(
+    job: tuple[Sequence[dict[str, Any]], dict[str, Any]],
+) -> tuple[dict[str, np.ndarray], float]:
+    """One network of an ensemble, ``fit(data, **kwargs)``: its numpy weights and the CPU
+    seconds of its fit (module-level: a worker process's unit; one thread each, so a member's
+    weights do not depend on the number of workers)."""
+    data, kwargs = job
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    weights = fit(data, **kwargs).numpy_weights()
+    return weights, time.process_time() - t0
 
 
 class Validation:
@@ -353,7 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact-first", type=int, default=200, help="first seed of --exact-farms")
     p.add_argument("--epochs", type=int, default=60)
     add_network_options(p, width=48, layers=0, batch_size=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the first network")
+    p.add_argument(
+        "--members",
+        type=int,
+        default=1,
+        help="networks in the main network (seeds --seed, --seed+1, ...; scores averaged)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
     p.add_argument(
         "--prior", type=float, default=0.0, help="weight of PAS's group ranking (0 = no prior)"
     )
@@ -391,6 +418,10 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
     if min(factors) <= 0:
         p.error("--prior-factors: every factor must be > 0")
     check_network_options(p, a)
+    if min(a.members, a.workers) < 1:
+        p.error("--members/--workers: must be >= 1")
+    if a.members > 1 and a.val_farms:
+        p.error("--val-farms: selects one network's epoch; use it with --members 1")
     if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
         p.error("--prior/--l2/--floor/--val-farms/--exact-farms/--exact-first: must be >= 0")
     if (
@@ -417,27 +448,35 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         p.error("--farms/--small-farms: at least one training farm is needed")
     label_cpu = float(sum(float(ex["cpu_s"]) for ex in data))
     t1 = time.process_time()
-    val = Validation(a.val_farms, a.floor) if a.val_farms else None
-    net = fit(data, epochs=a.epochs, width=a.width, seed=a.seed, log=print, prior=a.prior,
-              l2=a.l2, validation=val, layers=a.layers, heads=a.heads,
-              batch_size=a.batch_size)  # fmt: skip
-    if val is not None and a.prior > 0:
-        val.calibrate(net, factors, log=print)
+    common = {"epochs": a.epochs, "width": a.width, "log": print, "prior": a.prior, "l2": a.l2,
+              "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size}  # fmt: skip
+    if a.members > 1:  # an ensemble (main.0., main.1., ...): its members fitted in parallel
+        jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
+        fitted = parallel_map(fit_member, jobs, a.workers)
+        weights = {f"{MAIN_ENSEMBLE}{i}.{k}": v for i, (w, _) in enumerate(fitted)
+                   for k, v in w.items()}  # fmt: skip
+        fit_cpu, prior_kept, val_score = sum(c for _, c in fitted), a.prior, None
+    else:
+        val = Validation(a.val_farms, a.floor) if a.val_farms else None
+        net = fit(data, seed=a.seed, validation=val, **common)
+        if val is not None and a.prior > 0:
+            val.calibrate(net, factors, log=print)
+        weights, fit_cpu = net.numpy_weights(), time.process_time() - t1
+        prior_kept, val_score = net.prior, getattr(net, "validation_score", None)
     methods = {
         m: int(sum(str(ex["method"]) == m for ex in data)) for m in ("exact", "simulated", "twin")
     }
     meta = {"width": a.width, "trained": {
         "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size,
-        "farms": a.farms, "small_farms": a.small_farms,
+        "farms": a.farms, "small_farms": a.small_farms, "members": a.members,
         "exact_farms": a.exact_farms, "exact_first": a.exact_first, "first_seed": a.first, "epochs": a.epochs, "seed": a.seed,
-        "prior": a.prior, "prior_kept": net.prior, "l2": a.l2, "val_farms": a.val_farms,
-        "floor_pct": a.floor,
-        "validation_share_pas_worst_mean": getattr(net, "validation_score", None),
+        "prior": a.prior, "prior_kept": prior_kept, "l2": a.l2, "val_farms": a.val_farms,
+        "floor_pct": a.floor, "validation_share_pas_worst_mean": val_score,
         "teacher": {"exact": EXACT_SEARCH.__dict__, "simulated": SIM_SEARCH.__dict__,
                     "twin_above_servers": TWIN_SERVERS, "farms_by_method": methods},
-        "label_cpu_s": round(label_cpu, 1), "fit_cpu_s": round(time.process_time() - t1, 1),
-        "run_cpu_s": round(time.process_time() - t0, 1)}}  # fmt: skip
-    path = save_weights(net.numpy_weights(), a.out, **meta)
+        "label_cpu_s": round(label_cpu, 1), "fit_cpu_s": round(fit_cpu, 1),
+        "run_cpu_s": round(t1 - t0 + fit_cpu, 1)}}  # fmt: skip
+    path = save_weights(weights, a.out, **meta)
     print(json.dumps({"model": str(path), **meta["trained"]}, default=str))
     return meta
 

@@ -1,5 +1,5 @@
 """agents.generalist.table_train's validation: exact scores against PAS, the prior's calibration,
-and its usage errors."""
+the main network as an ensemble, and its usage errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from agents.generalist.policy import generalist_table  # noqa: E402
+from agents.generalist.table_net import (  # noqa: E402
+    MAIN_ENSEMBLE,
+    expert_scores,
+    forward,
+    load_weights,
+    members,
+    save_weights,
+    table_features,
+)
 from agents.generalist.table_train import TableNet, Validation, main  # noqa: E402
+from envs.scenarios import load_scenario  # noqa: E402
 
 
 def test_the_pas_prior_alone_scores_as_pas() -> None:
@@ -44,9 +55,37 @@ def test_calibration_keeps_the_best_prior_by_the_key() -> None:
         ["--floor", "-1"],
         ["--prior-factors", "1,x"],
         ["--prior-factors", "0"],
+        ["--members", "0"],
+        ["--workers", "0"],
+        ["--members", "2", "--val-farms", "3"],
     ],
 )
 def test_bad_options_are_usage_errors(bad: list[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--farms", "0", "--small-farms", "0", *bad])
     assert e.value.code == 2
+
+
+def test_the_main_network_as_an_ensemble_averages_its_members(tmp_path) -> None:
+    common = ["--farms", "0", "--small-farms", "3", "--epochs", "2", "--width", "8",
+              "--layers", "1", "--heads", "2", "--cache", str(tmp_path)]  # fmt: skip
+    meta = main([*common, "--members", "2", "--workers", "2", "--out", str(tmp_path / "m")])
+    w, side = load_weights(tmp_path / "m.npz")
+    assert members(w, "") == [f"{MAIN_ENSEMBLE}0.", f"{MAIN_ENSEMBLE}1."]
+    assert side["trained"]["members"] == 2 == meta["trained"]["members"]
+    big = load_scenario("paper-100")
+    x, g, _ = table_features(big)
+    want = (forward(w, x, g, "main.0.") + forward(w, x, g, "main.1.")) / 2
+    np.testing.assert_allclose(expert_scores(w, x, g), want, rtol=1e-12)
+    assert not np.allclose(forward(w, x, g, "main.0."), forward(w, x, g, "main.1."))  # 2 seeds
+    assert np.all(np.isfinite(generalist_table(big, weights=w)))
+    # a member is the single network that --members 1 writes with its seed (workers or not)
+    main([*common, "--seed", "1", "--out", str(tmp_path / "one")])
+    one, _ = load_weights(tmp_path / "one.npz")
+    assert all(np.array_equal(one[k], w["main.1." + k]) for k in one)
+
+
+def test_a_model_without_a_main_network_is_refused(tmp_path) -> None:
+    weights = {"main.0.x": np.zeros(1, np.float32)}
+    with pytest.raises(ValueError, match="no main network"):
+        load_weights(save_weights(weights, tmp_path / "m"))
