@@ -238,13 +238,13 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = base_parser(NAME, "The generalist (network alone) against the optimum, PAS, best-priority")
     p.add_argument("--model", default=str(SHIPPED_MODEL), help="table network .npz file")
-    p.add_argument("--n-farms", type=int, default=None, help="exact farms per family (100)")
+    p.add_argument("--n-farms", type=int, default=None, help="exact farms per family (100; 0: the presets only)")
     p.add_argument("--presets", default=None, help="comma-separated, name@F = scaled by F")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     presets = tuple(a.presets.split(",")) if a.presets else d["presets"]
-    n = a.n_farms or d["n_farms"]
+    n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: the presets only
     if n < 0:
         p.error("--n-farms: must be >= 0")
     load_weights(a.model)  # fail now, with the file named, not in a worker
