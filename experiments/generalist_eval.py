@@ -238,7 +238,12 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = base_parser(NAME, "The generalist (network alone) against the optimum, PAS, best-priority")
     p.add_argument("--model", default=str(SHIPPED_MODEL), help="table network .npz file")
-    p.add_argument("--n-farms", type=int, default=None, help="exact farms per family (100; 0: the presets only)")
+    p.add_argument(
+        "--n-farms",
+        type=int,
+        default=None,
+        help="exact farms per family (100; 0: the presets only)",
+    )
     p.add_argument("--presets", default=None, help="comma-separated, name@F = scaled by F")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
