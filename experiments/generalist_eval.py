@@ -5,7 +5,7 @@
     python experiments/generalist_eval.py --model runs/t/generalist_table.npz  # another model
 
 ``make_policy("generalist", config)``: the table network's priority table for the farm, nothing
-measured or searched on it. Four parts:
+measured or searched on it. Five parts:
 
 **Held-out sampled farms, exact** (``sampled``): the first ``--n-farms`` draws of
 ``envs.farm_sampler.sample_farm`` from :data:`EVAL_SEEDS` (inside ``HELD_OUT_SEEDS``: never drawn
@@ -14,6 +14,12 @@ most 5,000 states. Per farm, exactly (stationary efficiency of the per-server CT
 the generalist, PAS, best-priority (its exact search, default settings) and the optimum
 (``baselines.solvers.optimum``). The same on experiment 1's farms (``random_farm(seed)``, seeds
 ``0..n-1``; training never draws that family).
+
+**Held-out mid-size farms, paired simulation** (``mid``): the first ``--n-mid`` draws of
+:data:`MID_SEEDS` (inside ``HELD_OUT_SEEDS``, apart from the exact evaluation's and the
+validation's) with 50-1,000 servers; the generalist's and PAS's tables in the compiled
+simulator on the same replication seeds (Student-t 95% interval of the per-replication
+difference). "Below PAS" counts the farms whose interval lies below 0.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -70,10 +76,16 @@ from experiments.common import (  # noqa: E402
 NAME = "generalist_eval"
 #: held-out sampler seeds of the exact evaluation (validation uses HELD_OUT_SEEDS.start + 0..)
 EVAL_SEEDS = range(HELD_OUT_SEEDS.start + 10_000_000, HELD_OUT_SEEDS.start + 20_000_000)
+#: held-out sampler seeds of the mid-size farms (paired simulation against PAS)
+MID_SEEDS = range(HELD_OUT_SEEDS.start + 20_000_000, HELD_OUT_SEEDS.start + 30_000_000)
+#: the mid-size farms' servers: above what the exact measure takes, below the twin's reach
+MID_SERVERS = (50, 1_000)
 MAX_STATES = 5_000
 PRESETS = ("paper-100", "overlap-100", "large-10k", "overlap-100@100", "paper-100@100")
-FULL = {"n_farms": 100, "presets": PRESETS, "epochs": (400_000, 1_000_000), "replications": 10}
-QUICK = {"n_farms": 3, "presets": ("paper-100",), "epochs": (20_000, 20_000), "replications": 3}
+FULL = {"n_farms": 100, "presets": PRESETS, "epochs": (400_000, 1_000_000), "replications": 10,
+        "n_mid": 150, "mid_epochs": 100_000, "mid_replications": 4}  # fmt: skip
+QUICK = {"n_farms": 3, "presets": ("paper-100",), "epochs": (20_000, 20_000), "replications": 3,
+         "n_mid": 2, "mid_epochs": 20_000, "mid_replications": 3}  # fmt: skip
 POLICIES = ("pas", "generalist", "best-priority")
 
 
@@ -88,6 +100,33 @@ def exact_farms(n: int, family: str) -> list[FarmConfig]:
         if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, MAX_STATES):
             out.append(c)
     return out
+
+
+def mid_farms(n: int) -> list[FarmConfig]:
+    """The first ``n`` draws of :data:`MID_SEEDS` with :data:`MID_SERVERS` servers."""
+    out: list[FarmConfig] = []
+    seeds = iter(MID_SEEDS)
+    while len(out) < n:
+        c = sample_farm(next(seeds))
+        if MID_SERVERS[0] <= c.n_servers <= MID_SERVERS[1]:
+            out.append(c)
+    return out
+
+
+def mid_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
+    """The generalist's table against PAS's on one mid-size farm, paired (the same replication
+    seeds), in the compiled simulator: no optimum or search is affordable for all of them."""
+    config, model, st = task
+    window = Window.for_farm(config, st["mid_epochs"], pas_warmup=True)
+    seeds = consecutive_seeds(20_000 + st["seed"], st["mid_replications"])
+    est = {who: measure(PriorityPolicy(config, table=t), config, window, seeds, method="builtin")
+           for who, t in (("pas", pas_table(config)),
+                          ("generalist", GeneralistPolicy(config, model=model).priority_table()))}  # fmt: skip
+    d, half = mean_ci(est["generalist"].per_replication - est["pas"].per_replication, 0.95)
+    ref = est["pas"].efficiency
+    return {"kind": "mid", "farm": config.name, "n_servers": config.n_servers,
+            "n_groups": config.n_groups, "pas": ref, "generalist": est["generalist"].efficiency,
+            "vs_pas_pct": 100.0 * d / ref, "vs_pas_ci95_pct": 100.0 * half / ref}  # fmt: skip
 
 
 def exact_task(task: tuple[FarmConfig, str, str]) -> dict[str, Any]:
@@ -213,6 +252,15 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                                                                   for r in small])),
                             "mean_vs_pas_pct": float(v.mean()), "worst_vs_pas_pct": float(v.min())}  # fmt: skip
         out[fam] = s
+    mid = [r for r in rows if r["kind"] == "mid"]
+    if mid:
+        v = np.array([r["vs_pas_pct"] for r in mid])
+        hi = v + np.array([r["vs_pas_ci95_pct"] for r in mid])
+        worst = mid[int(np.argmin(v))]
+        out["mid"] = {"farms": len(mid), "mean_vs_pas_pct": float(v.mean()),
+                      "mean_vs_pas_ci95_pct": float(mean_ci(v, 0.95)[1]) if len(v) > 1 else None,
+                      "worst_vs_pas_pct": float(v.min()), "worst_farm": worst["farm"],
+                      "below_pas": int(np.sum(hi < 0)), "share_not_below_pas": float(np.mean(hi >= 0))}  # fmt: skip
     out["presets"] = {r["farm"]: {k: v for k, v in r.items() if k not in ("kind", "farm")}
                       for r in rows if r["kind"] == "preset"}  # fmt: skip
     return out
@@ -244,21 +292,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=None,
         help="exact farms per family (100; 0: the presets only)",
     )
+    p.add_argument(
+        "--n-mid",
+        type=int,
+        default=None,
+        help="held-out mid-size farms against PAS, paired simulation (150; 0: none)",
+    )
     p.add_argument("--presets", default=None, help="comma-separated, name@F = scaled by F")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     presets = tuple(a.presets.split(",")) if a.presets else d["presets"]
     n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: the presets only
-    if n < 0:
-        p.error("--n-farms: must be >= 0")
+    n_mid = d["n_mid"] if a.n_mid is None else a.n_mid
+    if min(n, n_mid) < 0:
+        p.error("--n-farms/--n-mid: must be >= 0")
     load_weights(a.model)  # fail now, with the file named, not in a worker
     st = {"model": a.model, "n_farms": n, "presets": list(presets), "epochs": d["epochs"],
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
+          "n_mid": n_mid, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
     tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam)]
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
+    rows += parallel_map(mid_task, [(c, a.model, st) for c in mid_farms(n_mid)], st["workers"])
     rows += [preset_task(spec, a.model, st) for spec in presets]
     report = {"experiment": NAME, "summary": summarize(rows), "rows": rows,
               "throughput": throughput(a.model, 2_000 if a.quick else 20_000),

@@ -34,3 +34,22 @@ def test_scaled_presets_and_their_search_farm() -> None:
 def test_missing_model_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"nope\.npz and its sidecar"):
         ge.main(["--quick", "--out", str(tmp_path), "--model", str(tmp_path / "nope.npz")])
+
+
+def test_mid_farms_are_held_out_and_mid_sized() -> None:
+    farms = ge.mid_farms(3)
+    assert len(farms) == 3
+    assert all(ge.MID_SERVERS[0] <= c.n_servers <= ge.MID_SERVERS[1] for c in farms)
+    assert ge.MID_SEEDS.start >= ge.EVAL_SEEDS.stop  # apart from the exact evaluation's seeds
+
+
+def test_mid_rows_are_paired_differences_and_summarised() -> None:
+    st = {"mid_epochs": 5_000, "mid_replications": 3, "seed": 0}
+    rows = [ge.mid_task((c, str(ge.SHIPPED_MODEL), st)) for c in ge.mid_farms(2)]
+    for r in rows:
+        assert r["kind"] == "mid" and r["vs_pas_ci95_pct"] >= 0
+        # the paired mean difference is the difference of the means (same replications)
+        assert r["vs_pas_pct"] == pytest.approx(100 * (r["generalist"] - r["pas"]) / r["pas"])
+    s = ge.summarize(rows)["mid"]
+    assert s["farms"] == 2 and s["below_pas"] + round(2 * s["share_not_below_pas"]) == 2
+    assert s["worst_vs_pas_pct"] == min(r["vs_pas_pct"] for r in rows)
