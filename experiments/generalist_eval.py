@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--n-farms",
         type=int,
         default=None,
-        help="exact farms per family (100; 0: the presets only)",
+        help="exact farms per family (100; 0: none)",
     )
     p.add_argument(
         "--n-mid",
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     presets = tuple(a.presets.split(",")) if a.presets else d["presets"]
-    n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: the presets only
+    n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: no exact farms
     n_mid = d["n_mid"] if a.n_mid is None else a.n_mid
     if min(n, n_mid) < 0:
         p.error("--n-farms/--n-mid: must be >= 0")
