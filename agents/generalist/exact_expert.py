@@ -54,15 +54,15 @@ from agents.generalist.table_train import (
     EXACT_SEARCH,
     SMALL,
     _pairs,
+    add_ensemble_options,
     add_network_options,
     cached_labels,
     check_network_options,
     exact_seeds,
-    fit_member,
+    fit_members,
 )
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from evaluation.parallel import parallel_map
 
 __all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
 
@@ -144,16 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--farms", type=int, default=1500, help="exactly labelled training farms")
     p.add_argument("--first", type=int, default=0, help="first seed of the small-farm stream")
     p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--seed", type=int, default=0, help="seed of the first network")
-    p.add_argument(
-        "--members",
-        type=int,
-        default=5,
-        help="networks in the expert (seeds --seed, --seed+1, ...; scores averaged)",
-    )
+    add_ensemble_options(p, members=5, what="the expert")
     add_network_options(p, width=64, layers=2, batch_size=16)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
     p.add_argument("--floor", type=float, default=0.01, help="weight of a pair that costs nothing")
     p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
                    help="model whose main network the output keeps")  # fmt: skip
@@ -165,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = build_parser()
     a = p.parse_args(argv)
-    if min(a.farms, a.epochs, a.members, a.workers) < 1:
-        p.error("--farms/--epochs/--members/--workers: must be >= 1")
+    if min(a.farms, a.epochs) < 1:
+        p.error("--farms/--epochs: must be >= 1")
     if min(a.first, a.floor) < 0 or a.lr <= 0:
         p.error("--first/--floor: must be >= 0; --lr: must be > 0")
     check_network_options(p, a)
@@ -180,13 +173,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common = {"epochs": a.epochs, "width": a.width, "log": print, "pair_floor": a.floor,
               "n_features": len(FEATURES), "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
-    jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
     t1 = time.process_time()
-    fitted = parallel_map(fit_member, jobs, a.workers)
-    nets = [w for w, _ in fitted]
+    nets, fit_cpu = fit_members(data, common, a.seed, a.members, a.workers)
     # the fits' CPU is measured where they run (in this process or in workers), so the time
     # this process spent around them is replaced by it
-    fit_cpu = sum(cpu for _, cpu in fitted)
     fit_wait = time.process_time() - t1
     weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
     expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],

@@ -76,6 +76,7 @@ __all__ = [
     "farm_labels",
     "fit",
     "fit_member",
+    "fit_members",
     "main",
 ]
 
@@ -227,6 +228,17 @@ def fit_member(
     return weights, time.process_time() - t0
 
 
+def fit_members(
+    data: Sequence[dict[str, Any]], kwargs: dict[str, Any], seed: int, n: int, workers: int
+) -> tuple[list[dict[str, np.ndarray]], float]:
+    """An ensemble: ``fit(data, seed=seed + i, **kwargs)`` for i < ``n``, fitted by ``workers``
+    processes (:func:`fit_member` each); their numpy weights and the CPU seconds of their fits,
+    measured where they ran."""
+    jobs = [(data, kwargs | {"seed": seed + i}) for i in range(n)]
+    fitted = parallel_map(fit_member, jobs, workers)
+    return [w for w, _ in fitted], float(sum(cpu for _, cpu in fitted))
+
+
 class Validation:
     """Held-out validation farms (``sample_farm`` seeds from ``HELD_OUT_SEEDS.start``, never
     trained on, disjoint from the evaluation's): the first ``n`` with exponential sizes and a
@@ -344,9 +356,25 @@ def add_network_options(
     p.add_argument("--batch-size", type=int, default=batch_size, help="farms a training step")
 
 
+def add_ensemble_options(p: argparse.ArgumentParser, members: int, what: str) -> None:
+    """``--seed``, ``--members``, ``--workers``: an ensemble of ``what`` (this trainer's main
+    network, the small-farm expert) and the processes that fit it; checked by
+    :func:`check_network_options`."""
+    p.add_argument("--seed", type=int, default=0, help="seed of the first network")
+    p.add_argument(
+        "--members",
+        type=int,
+        default=members,
+        help=f"networks in {what} (seeds --seed, --seed+1, ...; scores averaged)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
+
+
 def check_network_options(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     """Exit 2 naming the option when :func:`add_network_options`' values cannot build a
-    :class:`TableNet` or a batch."""
+    :class:`TableNet` or a batch, or :func:`add_ensemble_options`' an ensemble."""
+    if min(a.members, a.workers) < 1:
+        p.error("--members/--workers: must be >= 1")
     if min(a.width, a.heads, a.batch_size) < 1 or a.layers < 0:
         p.error("--width/--heads/--batch-size: must be >= 1; --layers: must be >= 0")
     if a.layers and a.width % a.heads:
@@ -373,14 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exact-first", type=int, default=200, help="first seed of --exact-farms")
     p.add_argument("--epochs", type=int, default=60)
     add_network_options(p, width=48, layers=0, batch_size=1)
-    p.add_argument("--seed", type=int, default=0, help="seed of the first network")
-    p.add_argument(
-        "--members",
-        type=int,
-        default=1,
-        help="networks in the main network (seeds --seed, --seed+1, ...; scores averaged)",
-    )
-    p.add_argument("--workers", type=int, default=1, help="processes fitting the members")
+    add_ensemble_options(p, members=1, what="the main network")
     p.add_argument(
         "--prior", type=float, default=0.0, help="weight of PAS's group ranking (0 = no prior)"
     )
@@ -418,8 +439,6 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
     if min(factors) <= 0:
         p.error("--prior-factors: every factor must be > 0")
     check_network_options(p, a)
-    if min(a.members, a.workers) < 1:
-        p.error("--members/--workers: must be >= 1")
     if a.members > 1 and a.val_farms:
         p.error("--val-farms: selects one network's epoch; use it with --members 1")
     if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
@@ -451,11 +470,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common = {"epochs": a.epochs, "width": a.width, "log": print, "prior": a.prior, "l2": a.l2,
               "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size}  # fmt: skip
     if a.members > 1:  # an ensemble (main.0., main.1., ...): its members fitted in parallel
-        jobs = [(data, common | {"seed": a.seed + i}) for i in range(a.members)]
-        fitted = parallel_map(fit_member, jobs, a.workers)
-        weights = {f"{MAIN_ENSEMBLE}{i}.{k}": v for i, (w, _) in enumerate(fitted)
-                   for k, v in w.items()}  # fmt: skip
-        fit_cpu, prior_kept, val_score = sum(c for _, c in fitted), a.prior, None
+        nets, fit_cpu = fit_members(data, common, a.seed, a.members, a.workers)
+        weights = {f"{MAIN_ENSEMBLE}{i}.{k}": v for i, w in enumerate(nets) for k, v in w.items()}
+        prior_kept, val_score = a.prior, None
     else:
         val = Validation(a.val_farms, a.floor) if a.val_farms else None
         net = fit(data, seed=a.seed, validation=val, **common)
