@@ -113,20 +113,35 @@ def mid_farms(n: int) -> list[FarmConfig]:
     return out
 
 
+def paired(
+    config: FarmConfig, tables: dict[str, np.ndarray], window: Window, seeds: Sequence[int]
+) -> dict[str, Any]:
+    """Each table in the compiled simulator on the same replication seeds (its estimate)."""
+    return {who: measure(PriorityPolicy(config, table=t), config, window, seeds, method="builtin")
+            for who, t in tables.items()}  # fmt: skip
+
+
+def gain_pct(est: dict[str, Any], who: str, ref: str) -> tuple[float, float]:
+    """(mean, 95% half-width) of ``who``'s per-replication efficiency minus ``ref``'s, as % of
+    ``ref``'s efficiency."""
+    d, half = mean_ci(est[who].per_replication - est[ref].per_replication, 0.95)
+    return 100.0 * d / est[ref].efficiency, 100.0 * half / est[ref].efficiency
+
+
 def mid_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
     """The generalist's table against PAS's on one mid-size farm, paired (the same replication
     seeds), in the compiled simulator: no optimum or search is affordable for all of them."""
     config, model, st = task
     window = Window.for_farm(config, st["mid_epochs"], pas_warmup=True)
     seeds = consecutive_seeds(20_000 + st["seed"], st["mid_replications"])
-    est = {who: measure(PriorityPolicy(config, table=t), config, window, seeds, method="builtin")
-           for who, t in (("pas", pas_table(config)),
-                          ("generalist", GeneralistPolicy(config, model=model).priority_table()))}  # fmt: skip
-    d, half = mean_ci(est["generalist"].per_replication - est["pas"].per_replication, 0.95)
-    ref = est["pas"].efficiency
+    tables = {"pas": pas_table(config),
+              "generalist": GeneralistPolicy(config, model=model).priority_table()}  # fmt: skip
+    est = paired(config, tables, window, seeds)
+    vs, half = gain_pct(est, "generalist", "pas")
     return {"kind": "mid", "farm": config.name, "n_servers": config.n_servers,
-            "n_groups": config.n_groups, "pas": ref, "generalist": est["generalist"].efficiency,
-            "vs_pas_pct": 100.0 * d / ref, "vs_pas_ci95_pct": 100.0 * half / ref}  # fmt: skip
+            "n_groups": config.n_groups, "pas": est["pas"].efficiency,
+            "generalist": est["generalist"].efficiency, "vs_pas_pct": vs,
+            "vs_pas_ci95_pct": half}  # fmt: skip
 
 
 def exact_task(task: tuple[FarmConfig, str, str]) -> dict[str, Any]:
@@ -169,18 +184,13 @@ def preset_task(spec: str, model: str, st: dict[str, Any]) -> dict[str, Any]:
     tables = {"pas": pas_table(config),
               "generalist": GeneralistPolicy(config, model=model).priority_table(),
               "best-priority": BestPriorityPolicy(search_on).priority_table()}  # fmt: skip
-    est = {who: measure(PriorityPolicy(config, table=t), config, window, seeds, method="builtin")
-           for who, t in tables.items()}  # fmt: skip
+    est = paired(config, tables, window, seeds)
     row: dict[str, Any] = {"kind": "preset", "farm": spec, "n_servers": config.n_servers,
                            "epochs": n_epochs, "replications": st["replications"]}  # fmt: skip
     for who, e in est.items():
         row[who] = e.efficiency
-    g = est["generalist"].per_replication
-    for ref in ("pas", "best-priority"):
-        d, half = mean_ci(g - est[ref].per_replication, 0.95)
-        key = "pas" if ref == "pas" else "best"
-        row[f"vs_{key}_pct"] = 100.0 * d / est[ref].efficiency
-        row[f"vs_{key}_ci95_pct"] = 100.0 * half / est[ref].efficiency
+    for ref, key in (("pas", "pas"), ("best-priority", "best")):
+        row[f"vs_{key}_pct"], row[f"vs_{key}_ci95_pct"] = gain_pct(est, "generalist", ref)
     return row
 
 
