@@ -50,12 +50,7 @@ import torch
 from torch import nn
 
 from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import (
-    MAIN_ENSEMBLE,
-    TWIN_SERVERS,
-    save_weights,
-    table_features,
-)
+from agents.generalist.table_net import MAIN_ENSEMBLE, TWIN_SERVERS, save_weights, table_features
 from agents.generalist.table_torch import MAIN_FEATURES, TableNet, batch_loss, collate
 from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
 from baselines.pas import pas_table
