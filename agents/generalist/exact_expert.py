@@ -10,7 +10,7 @@ fitted to them closely; the main network's labels on large farms are simulated a
 corrections there (reservations) are what a network tuned to small farms damps.
 
 Farms (:func:`exact_seeds`): the training seeds of the small-farm stream
-:data:`agents.generalist.table_train.SMALL` (2-24 servers, exponential sizes) that the exact
+:data:`agents.generalist.labels.SMALL` (2-24 servers, exponential sizes) that the exact
 teacher takes, never the held-out seeds.
 
 Labels (:func:`exact_labels`): ``best-priority``'s exact search (budget
@@ -43,6 +43,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.generalist.labels import (
+    EXACT_SEARCH,
+    SMALL,
+    cached_labels,
+    entry_pairs,
+    exact_seeds,
+    pair_weights,
+)
 from agents.generalist.table_net import (
     FEATURES,
     SMALL_EXPERT,
@@ -51,52 +59,15 @@ from agents.generalist.table_net import (
     table_features,
 )
 from agents.generalist.table_train import (
-    EXACT_SEARCH,
-    SMALL,
-    _pairs,
     add_ensemble_options,
     add_network_options,
-    cached_labels,
     check_network_options,
-    exact_seeds,
     fit_members,
 )
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 
 __all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
-
-
-def pair_weights(
-    table: np.ndarray,
-    group: np.ndarray,
-    level: np.ndarray,
-    ordered: np.ndarray,
-    evaluate: Any,
-) -> np.ndarray:
-    """float64[len(ordered)]: for each ordered pair (i first), the largest exact efficiency loss
-    (%, >= 0 not enforced: a loss below 0 means the exchange helps, which a search of capped
-    budget can leave) among the exchanges of neighbours in the teacher's order between the two.
-
-    The teacher's order: by table value, best first; a group's tied levels higher level first
-    (the dispatcher's smallest-index tie-break packs). Exchanging a pack tie moves the lower
-    level just above the higher one."""
-    v = table[group, level]
-    order = np.lexsort((-level, -v))
-    pos = np.empty(len(order), dtype=np.int64)
-    pos[order] = np.arange(len(order))
-    base = evaluate(table)
-    adj = np.zeros(max(len(order) - 1, 0))
-    for p in range(len(order) - 1):
-        i, j = order[p], order[p + 1]
-        t2 = table.copy()
-        if v[i] == v[j]:
-            t2[group[j], level[j]] = v[i] + 1e-6
-        else:
-            t2[group[i], level[i]], t2[group[j], level[j]] = v[j], v[i]
-        adj[p] = 100.0 * (base - evaluate(t2)) / base
-    pi, pj = pos[ordered[:, 0]], pos[ordered[:, 1]]
-    return np.array([adj[a:b].max() if b > a else 0.0 for a, b in zip(pi, pj, strict=True)])
 
 
 def exact_labels(seed: int) -> dict[str, Any]:
@@ -113,7 +84,7 @@ def exact_labels(seed: int) -> dict[str, Any]:
     t0 = time.process_time()
     table = search_best_table(config, EXACT_SEARCH).table
     x, group, level = table_features(config)
-    ordered, tied = _pairs(config, group, level, table)
+    ordered, tied = entry_pairs(config, group, level, table)
     weight = pair_weights(table, group, level, ordered.reshape(-1, 2), evaluate)
     return {"seed": seed, "x": x, "group": group, "level": level, "table": table,
             "ordered": ordered.reshape(-1, 2), "tied": tied.reshape(-1, 2), "weight": weight,
@@ -122,7 +93,7 @@ def exact_labels(seed: int) -> dict[str, Any]:
 
 def label_all(seeds: Sequence[int], cache: Path | None) -> list[dict[str, Any]]:
     """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` each in ``cache``
-    (:func:`agents.generalist.table_train.cached_labels`: atomic, resumable; the features are
+    (:func:`agents.generalist.labels.cached_labels`: atomic, resumable; the features are
     recomputed from the farm)."""
     return cached_labels(seeds, cache, "exact", exact_labels, SMALL)
 

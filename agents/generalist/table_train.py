@@ -1,12 +1,10 @@
 """Training of the table network (:mod:`agents.generalist.table_net`) by distillation of
 ``best-priority``.
 
-Teacher: :func:`baselines.best_priority.search_best_table` on farms drawn by
-``envs.farm_sampler.sample_farm`` from training seeds (below ``HELD_OUT_SEEDS``), with capped
-budgets (:data:`EXACT_SEARCH`, :data:`SIM_SEARCH`): the exact measure where the per-server chain
-is small, else the simulated one; a farm of more than :data:`TWIN_SERVERS` servers is searched
-on its scaled-down twin (``FarmConfig.scaled_down``: the same groups, sets and load at ~100
-servers), whose table it shares.
+Labels (:mod:`agents.generalist.labels`): the teacher, ``best-priority``'s search with capped
+budgets (exact where the per-server chain is small, else simulated; a farm of more than
+:data:`TWIN_SERVERS` servers is searched on its scaled-down twin, whose table it shares), and
+the entry pairs its table orders or ties, one cache file a farm.
 
 Farms: the default sampler's training seeds, the small-farm stream :data:`SMALL`, and more of
 :data:`SMALL` where the teacher is exact (``--exact-farms``: cheap, noise-free labels of the
@@ -24,7 +22,11 @@ Loss: the teacher's table says, for every pair of usable entries that some job t
 use, which of the two the dispatcher takes first (two levels of one group that it ties: the
 higher level first, as its smallest-index tie-break packs), or that two groups tie. A pairwise
 logistic loss on the score difference for the ordered pairs, and an absolute-difference penalty
-for the tied ones, each averaged per farm so that every farm weighs the same.
+for the tied ones, each averaged per farm. Every ordered pair weighs 1, or, with
+``--pair-floor F``, what exchanging the two entries in the teacher's table costs (%, measured
+by the teacher's evaluator: :func:`agents.generalist.labels.pair_costs`) plus ``F``: a farm
+where the order matters then weighs more than one where it does not, and a poor group placed
+before a good one more than two levels that could go either way.
 
     python -m agents.generalist.table_train --farms 1000 --small-farms 183 --epochs 60 \
         --layers 2 --width 64 --batch-size 16 --out agents/generalist/models/generalist_table
@@ -41,7 +43,7 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +51,27 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.generalist.labels import (
+    EXACT_SEARCH,
+    SIM_SEARCH,
+    cached_labels,
+    exact_seeds,
+    farm_labels,
+    label_all,
+)
 from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import MAIN_ENSEMBLE, TWIN_SERVERS, save_weights, table_features
+from agents.generalist.table_net import (
+    MAIN_ENSEMBLE,
+    SMALL_EXPERT,
+    TWIN_SERVERS,
+    load_weights,
+    save_weights,
+)
 from agents.generalist.table_torch import MAIN_FEATURES, TableNet, batch_loss, collate
-from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
 from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, SMALL_FARMS, FarmDistribution, sample_farm
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from evaluation.exact import exact_solvable
 from evaluation.measure import measure
 from evaluation.parallel import parallel_map
@@ -74,72 +89,6 @@ __all__ = [
     "fit_members",
     "main",
 ]
-
-
-#: the teacher's search where the chain is small (each evaluation a CTMC solve of milliseconds)
-EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
-#: the teacher's search by simulation (common random numbers), capped to fit a CPU budget
-SIM_SEARCH = SearchSettings(budget=150, n_epochs=20_000, horizon_durations=40.0,
-                            exact_max_states=5_000)  # fmt: skip
-#: the small-farm stream (``envs.farm_sampler.SMALL_FARMS``): the exact teacher's farms
-SMALL = SMALL_FARMS
-
-
-def teacher(config: FarmConfig) -> tuple[np.ndarray, str]:
-    """(best-priority table, ``"exact"`` / ``"simulated"`` / ``"twin"``) under the capped
-    budgets."""
-    if table_evaluator(config, EXACT_SEARCH)[1] == "exact":
-        return search_best_table(config, EXACT_SEARCH).table, "exact"
-    if config.n_servers > TWIN_SERVERS:
-        twin = config.scaled_down(max(1, config.n_servers // 100))
-        return search_best_table(twin, SIM_SEARCH).table, "twin"
-    return search_best_table(config, SIM_SEARCH).table, "simulated"
-
-
-def _pairs(config: FarmConfig, group: np.ndarray, level: np.ndarray, t: np.ndarray):
-    """(ordered i, j: i first; tied i, j) over the entry pairs some type can both use. Two levels
-    of one group that the teacher ties are ordered higher level first: the dispatcher breaks the
-    tie by the smallest server index, which packs, as "the fuller server first" does."""
-    A = config.availability
-    share = (A.T.astype(np.int64) @ A.astype(np.int64)) > 0  # [K, K]: some type uses both
-    v = t[group, level]
-    i, j = np.triu_indices(len(group), k=1)  # i < j: same group means level[i] < level[j]
-    keep = share[group[i], group[j]]
-    i, j = i[keep], j[keep]
-    hi, lo = v[i] > v[j], v[i] < v[j]
-    pack = ~hi & ~lo & (group[i] == group[j])
-    tie = ~hi & ~lo & ~pack
-    ordered = np.concatenate(
-        [np.stack([i[hi], j[hi]]), np.stack([j[lo], i[lo]]), np.stack([j[pack], i[pack]])], axis=1
-    )
-    return ordered.T, np.stack([i[tie], j[tie]]).T
-
-
-def _pack_ties(ex: dict[str, Any]) -> dict[str, Any]:
-    """Order the tied pairs of one group's levels higher level first (as :func:`_pairs` does;
-    idempotent: for label files that kept them tied). Tokens are group by group, level
-    ascending, so within a group the higher index is the higher level."""
-    tied, g = np.asarray(ex["tied"]).reshape(-1, 2), ex["group"]
-    same = g[tied[:, 0]] == g[tied[:, 1]]
-    hi_first = np.where((tied[:, 0] > tied[:, 1])[:, None], tied, tied[:, ::-1])[same]
-    ordered = np.asarray(ex["ordered"]).reshape(-1, 2)
-    return ex | {"ordered": np.concatenate([ordered, hi_first]), "tied": tied[~same]}
-
-
-def farm_labels(seed: int, small: bool = False) -> dict[str, Any]:
-    """A training example: the features of ``sample_farm(seed)`` (from :data:`SMALL` when
-    ``small``) and its teacher's pairs."""
-    if seed >= HELD_OUT_SEEDS.start:
-        raise ValueError(
-            f"seed: {seed} is held out (training seeds are below {HELD_OUT_SEEDS.start})"
-        )
-    config = sample_farm(seed, SMALL if small else None)
-    t0 = time.process_time()
-    table, method = teacher(config)
-    x, group, level = table_features(config)
-    ordered, tied = _pairs(config, group, level, table)
-    return {"seed": seed, "x": x, "group": group, "ordered": ordered, "tied": tied,
-            "method": method, "servers": config.n_servers, "cpu_s": time.process_time() - t0}  # fmt: skip
 
 
 def fit(
@@ -287,59 +236,6 @@ class Validation:
         )
 
 
-def cached_labels(
-    seeds: Sequence[int],
-    cache: Path | None,
-    stem: str,
-    make: Callable[[int], dict[str, Any]],
-    distribution: FarmDistribution | None,
-) -> list[dict[str, Any]]:
-    """``make(seed)`` of every seed, kept in ``cache`` (one ``STEM-SEED.npz`` a farm, written
-    atomically) so that nothing computed is lost when a run is interrupted. The features of a
-    cached example are recomputed from its farm (``sample_farm(seed, distribution)``), so cached
-    teacher labels outlive a change of the feature set (tokens keep their order: group by
-    group, level ascending)."""
-    out = []
-    for s in seeds:
-        f = cache / f"{stem}-{s}.npz" if cache else None
-        if f is not None and f.is_file():
-            with np.load(f, allow_pickle=False) as z:
-                ex = {k: z[k] for k in z.files}
-            ex["method"] = str(ex["method"])
-            ex["x"] = table_features(sample_farm(int(s), distribution))[0]
-        else:
-            ex = make(int(s))
-            if f is not None:
-                f.parent.mkdir(parents=True, exist_ok=True)
-                tmp = f.with_name(f".{f.stem}.tmp.npz")
-                np.savez(tmp, **{k: np.asarray(v) for k, v in ex.items()})
-                tmp.replace(f)
-        out.append(ex)
-    return out
-
-
-def _label_all(
-    seeds: Sequence[int], cache: Path | None, small: bool = False
-) -> list[dict[str, Any]]:
-    """The main network's labels of every seed (:func:`farm_labels`, cached)."""
-    make, stem = (lambda s: farm_labels(s, small)), "small" if small else "farm"
-    return [
-        _pack_ties(ex) for ex in cached_labels(seeds, cache, stem, make, SMALL if small else None)
-    ]
-
-
-def exact_seeds(n: int, first: int) -> list[int]:
-    """The first ``n`` seeds from ``first`` of the small-farm stream :data:`SMALL` whose
-    teacher is the exact search (the chain has at most ``EXACT_SEARCH.exact_max_states``
-    states): cheap, noise-free labels of the small farms."""
-    out, s = [], first
-    while len(out) < n and s < HELD_OUT_SEEDS.start:
-        if table_evaluator(sample_farm(s, SMALL), EXACT_SEARCH)[1] == "exact":
-            out.append(s)
-        s += 1
-    return out
-
-
 def add_network_options(
     p: argparse.ArgumentParser, width: int, layers: int, batch_size: int
 ) -> None:
@@ -420,9 +316,37 @@ def build_parser() -> argparse.ArgumentParser:
         "best by --floor, then the mean); the small farms favour larger ones, but the large "
         "farms, which validation does not see, need the corrections that a larger one damps",
     )
+    p.add_argument(
+        "--pair-floor",
+        type=float,
+        default=None,
+        help="weigh each ordered pair by what exchanging it costs (%%, by the teacher's "
+        "evaluator) plus this floor (default: every pair weighs 1, no costs measured)",
+    )
+    p.add_argument(
+        "--keep-expert",
+        default=None,
+        help="a model file whose small-farm expert (weights and training record) the output "
+        "keeps beside the new main network (default: none; exact_expert adds one)",
+    )
     p.add_argument("--cache", default="runs/table-labels", help="teacher labels, one file a farm")
     p.add_argument("--out", default="runs/generalist-table/generalist_table")
     return p
+
+
+def _kept_expert(p: argparse.ArgumentParser, path: str | None) -> tuple[dict[str, Any], Any]:
+    """(the small-farm expert's weights, its training record) in the model file ``path`` (none:
+    empty); exit 2 naming the file when it cannot be read or holds no expert."""
+    if path is None:
+        return {}, None
+    try:
+        w, meta = load_weights(path)
+    except (OSError, ValueError) as e:
+        p.error(f"--keep-expert: {e}")
+    kept = {k: v for k, v in w.items() if k.startswith(SMALL_EXPERT)}
+    if not kept or "small_expert" not in meta:
+        p.error(f"--keep-expert: {path} holds no small-farm expert")
+    return kept, meta["small_expert"]
 
 
 def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ...]:
@@ -438,6 +362,10 @@ def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[float, ..
         p.error("--val-farms: selects one network's epoch; use it with --members 1")
     if min(a.prior, a.l2, a.floor, a.val_farms, a.exact_farms, a.exact_first) < 0:
         p.error("--prior/--l2/--floor/--val-farms/--exact-farms/--exact-first: must be >= 0")
+    if a.pair_floor is not None and a.pair_floor <= 0:
+        p.error(
+            f"--pair-floor: must be > 0 (a pair that costs nothing still counts), got {a.pair_floor}"
+        )
     if (
         min(a.farms, a.small_farms, a.first) < 0
         or a.first + max(a.farms, a.small_farms) > HELD_OUT_SEEDS.start
@@ -450,20 +378,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = build_parser()
     a = p.parse_args(argv)
     factors = _check(p, a)
+    expert, expert_meta = _kept_expert(p, a.keep_expert)  # fail now, before the labels
     torch.set_num_threads(1)
     t0 = time.process_time()
     cache = Path(a.cache) if a.cache else None
-    data = _label_all(range(a.first, a.first + a.farms), cache)
-    data += _label_all(range(a.first, a.first + a.small_farms), cache, small=True)
+    w = a.pair_floor is not None  # labels with what breaking each pair costs
+    data = label_all(range(a.first, a.first + a.farms), cache, weighted=w)
+    data += label_all(range(a.first, a.first + a.small_farms), cache, small=True, weighted=w)
     extra = exact_seeds(a.exact_farms, a.exact_first)
     extra = [s for s in extra if not a.first <= s < a.first + a.small_farms]  # no duplicates
-    data += _label_all(extra, cache, small=True)
+    data += label_all(extra, cache, small=True, weighted=w)
     if not data:
         p.error("--farms/--small-farms: at least one training farm is needed")
     label_cpu = float(sum(float(ex["cpu_s"]) for ex in data))
     t1 = time.process_time()
     common = {"epochs": a.epochs, "width": a.width, "log": print, "prior": a.prior, "l2": a.l2,
-              "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size}  # fmt: skip
+              "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size,
+              "pair_floor": a.pair_floor}  # fmt: skip
     if a.members > 1:  # an ensemble (main.0., main.1., ...): its members fitted in parallel
         nets, fit_cpu = fit_members(data, common, a.seed, a.members, a.workers)
         weights = {f"{MAIN_ENSEMBLE}{i}.{k}": v for i, w in enumerate(nets) for k, v in w.items()}
@@ -482,13 +413,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "layers": a.layers, "heads": a.heads, "batch_size": a.batch_size,
         "farms": a.farms, "small_farms": a.small_farms, "members": a.members,
         "exact_farms": a.exact_farms, "exact_first": a.exact_first, "first_seed": a.first, "epochs": a.epochs, "seed": a.seed,
-        "prior": a.prior, "prior_kept": prior_kept, "l2": a.l2, "val_farms": a.val_farms,
+        "pair_floor": a.pair_floor, "prior": a.prior, "prior_kept": prior_kept, "l2": a.l2, "val_farms": a.val_farms,
         "floor_pct": a.floor, "validation_share_pas_worst_mean": val_score,
         "teacher": {"exact": EXACT_SEARCH.__dict__, "simulated": SIM_SEARCH.__dict__,
                     "twin_above_servers": TWIN_SERVERS, "farms_by_method": methods},
         "label_cpu_s": round(label_cpu, 1), "fit_cpu_s": round(fit_cpu, 1),
         "run_cpu_s": round(t1 - t0 + fit_cpu, 1)}}  # fmt: skip
-    path = save_weights(weights, a.out, **meta)
+    if expert:
+        meta["small_expert"] = expert_meta | {"kept_from": str(a.keep_expert)}
+    path = save_weights(weights | expert, a.out, **meta)
     print(json.dumps({"model": str(path), **meta["trained"]}, default=str))
     return meta
 

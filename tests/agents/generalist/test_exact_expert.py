@@ -15,6 +15,7 @@ from agents.generalist.exact_expert import (  # noqa: E402
     merge_expert,
     pair_weights,
 )
+from agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     FEATURES,
@@ -30,12 +31,7 @@ from agents.generalist.table_net import (  # noqa: E402
     table_features,
 )
 from agents.generalist.table_torch import MAIN_FEATURES  # noqa: E402
-from agents.generalist.table_train import (  # noqa: E402
-    EXACT_SEARCH,
-    SMALL,
-    TableNet,
-    exact_seeds,
-)
+from agents.generalist.table_train import TableNet  # noqa: E402
 from baselines.best_priority import table_evaluator  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.scenarios import load_scenario  # noqa: E402
@@ -104,7 +100,8 @@ def _two_expert_model(tmp_path):
 
 def test_small_farms_read_by_the_expert_large_by_the_main_network(tmp_path) -> None:
     w, base, nets = _two_expert_model(tmp_path)
-    assert members(w, SMALL_EXPERT) == ["small.0.", "small.1."] and members(w, "") == [""]
+    assert members(w, SMALL_EXPERT) == ["small.0.", "small.1."]
+    assert members(w, "") == members(base, "")  # the main network's members kept
     tiny = sample_farm(exact_seeds(1, 0)[0], SMALL)
     big = load_scenario("paper-100")
     assert n_full_states(tiny) <= EXACT_SEARCH.exact_max_states
@@ -123,7 +120,8 @@ def test_small_farms_read_by_the_expert_large_by_the_main_network(tmp_path) -> N
 
 def test_the_main_network_reads_its_own_features(tmp_path) -> None:
     base, _ = load_weights(SHIPPED_MODEL)
-    assert base["embed.0.weight"].shape[1] == MAIN_FEATURES <= len(FEATURES)
+    for m in members(base, ""):  # every member of the shipped main network
+        assert base[m + "embed.0.weight"].shape[1] == MAIN_FEATURES <= len(FEATURES)
     net = TableNet(16, n_features=len(FEATURES), layers=2, heads=4).eval()
     x, g, _ = table_features(sample_farm(3))
     with torch.no_grad():

@@ -1,5 +1,5 @@
 """agents.generalist.table_train's validation: exact scores against PAS, the prior's calibration,
-the main network as an ensemble, and its usage errors."""
+the main network as an ensemble, pair costs, a kept small-farm expert, and its usage errors."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist.policy import generalist_table  # noqa: E402
+from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     MAIN_ENSEMBLE,
+    SMALL_EXPERT,
     expert_scores,
     forward,
     load_weights,
@@ -58,6 +59,7 @@ def test_calibration_keeps_the_best_prior_by_the_key() -> None:
         ["--members", "0"],
         ["--workers", "0"],
         ["--members", "2", "--val-farms", "3"],
+        ["--pair-floor", "0"],
     ],
 )
 def test_bad_options_are_usage_errors(bad: list[str]) -> None:
@@ -83,6 +85,37 @@ def test_the_main_network_as_an_ensemble_averages_its_members(tmp_path) -> None:
     main([*common, "--seed", "1", "--out", str(tmp_path / "one")])
     one, _ = load_weights(tmp_path / "one.npz")
     assert all(np.array_equal(one[k], w["main.1." + k]) for k in one)
+
+
+def test_pair_costs_weigh_the_main_networks_pairs(tmp_path) -> None:
+    common = ["--farms", "0", "--small-farms", "2", "--epochs", "1", "--width", "8",
+              "--cache", str(tmp_path)]  # fmt: skip
+    meta = main([*common, "--pair-floor", "0.1", "--out", str(tmp_path / "w")])
+    assert meta["trained"]["pair_floor"] == 0.1
+    assert sorted(p.name for p in tmp_path.glob("wsmall-*.npz")) == ["wsmall-0.npz", "wsmall-1.npz"]
+    main([*common, "--out", str(tmp_path / "u")])
+    w, _ = load_weights(tmp_path / "w.npz")
+    u, _ = load_weights(tmp_path / "u.npz")
+    assert any(not np.array_equal(w[k], u[k]) for k in w)  # the weights changed the fit
+
+
+def test_keep_expert_writes_the_new_main_network_beside_the_kept_expert(tmp_path) -> None:
+    common = ["--farms", "0", "--small-farms", "2", "--epochs", "1", "--width", "8",
+              "--cache", str(tmp_path)]  # fmt: skip
+    main([*common, "--out", str(tmp_path / "main")])  # a file with a main network only
+    with pytest.raises(SystemExit) as e:
+        main([*common, "--keep-expert", str(tmp_path / "main.npz"), "--out", str(tmp_path / "x")])
+    assert e.value.code == 2  # no expert there to keep
+    shipped, side = load_weights(SHIPPED_MODEL)
+    meta = main([*common, "--keep-expert", str(SHIPPED_MODEL), "--out", str(tmp_path / "k")])
+    w, kept_side = load_weights(tmp_path / "k.npz")
+    new_main, _ = load_weights(tmp_path / "main.npz")
+    expert = {k for k in shipped if k.startswith(SMALL_EXPERT)}
+    assert expert and all(np.array_equal(w[k], shipped[k]) for k in expert)
+    assert all(np.array_equal(w[k], new_main[k]) for k in new_main)  # the new main network
+    assert set(w) == expert | set(new_main)
+    assert kept_side["small_expert"]["farms"] == side["small_expert"]["farms"]
+    assert meta["small_expert"]["kept_from"] == str(SHIPPED_MODEL)
 
 
 def test_a_model_without_a_main_network_is_refused(tmp_path) -> None:
