@@ -308,11 +308,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=None,
         help="held-out mid-size farms against PAS, paired simulation (150; 0: none)",
     )
-    p.add_argument("--presets", default=None, help="comma-separated, name@F = scaled by F")
+    p.add_argument(
+        "--presets", default=None, help="comma-separated, name@F = scaled by F; none: no presets"
+    )
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     d = QUICK if a.quick else FULL
     presets = tuple(a.presets.split(",")) if a.presets else d["presets"]
+    presets = () if presets == ("none",) else presets
     n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: no exact farms
     n_mid = d["n_mid"] if a.n_mid is None else a.n_mid
     if min(n, n_mid) < 0:
