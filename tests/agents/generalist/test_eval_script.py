@@ -53,3 +53,9 @@ def test_mid_rows_are_paired_differences_and_summarised() -> None:
     s = ge.summarize(rows)["mid"]
     assert s["farms"] == 2 and s["below_pas"] + round(2 * s["share_not_below_pas"]) == 2
     assert s["worst_vs_pas_pct"] == min(r["vs_pas_pct"] for r in rows)
+
+
+def test_presets_none_scores_the_mid_size_farms_alone(tmp_path: Path) -> None:
+    out = ge.main(["--quick", "--n-farms", "0", "--presets", "none", "--out", str(tmp_path)])
+    kinds = {r["kind"] for r in out["rows"]}
+    assert kinds == {"mid"} and out["settings"]["presets"] == []
