@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy, generalist_table
-from agents.generalist.table_net import FEATURES, load_weights
+from agents.generalist.table_net import FEATURES, SMALL_EXPERT, load_weights, members
 from baselines.pas import PASPolicy
 from baselines.priority import check_table
 from baselines.registry import make_policy
@@ -21,12 +21,13 @@ from evaluation.rollout import policy_route
 
 
 def test_the_model_ships_small_loads_and_is_finite() -> None:
-    assert SHIPPED_MODEL.is_file() and SHIPPED_MODEL.stat().st_size < 3 * 2**20
+    assert SHIPPED_MODEL.is_file() and SHIPPED_MODEL.stat().st_size < 4 * 2**20
     w, meta = load_weights(SHIPPED_MODEL)
     assert tuple(meta["features"]) == FEATURES
     assert all(np.all(np.isfinite(v)) for v in w.values())
-    # small networks: the main one and the small-farm expert's five, 85k parameters each
-    assert sum(v.size for v in w.values()) < 600_000
+    # small networks: the main network's four and the small-farm expert's five, 85k each
+    assert len(members(w, "")) == 4 and len(members(w, SMALL_EXPERT)) == 5
+    assert sum(v.size for v in w.values()) < 800_000
 
 
 @pytest.mark.parametrize("farm", ["paper-100", "overlap-100", "large-10k", "speed-scaling"])
@@ -46,7 +47,8 @@ def test_a_network_with_no_correction_is_pas() -> None:
     # the prior alone (every weight 0): PAS's table up to a monotone map, so PAS's decisions
     w, _ = load_weights(SHIPPED_MODEL)
     zero = {k: v if k.endswith("blocks.heads") else np.zeros_like(v) for k, v in w.items()}
-    zero["prior.scale"] = np.ones(1, np.float32)
+    for m in members(w, ""):  # each member of the main network: the prior alone
+        zero[m + "prior.scale"] = np.ones(1, np.float32)
     for seed in range(HELD_OUT_SEEDS.start + 20, HELD_OUT_SEEDS.start + 26):
         config = sample_farm(seed)
         t = generalist_table(config, weights=zero)
@@ -78,7 +80,7 @@ def test_group_mode_respects_the_mask() -> None:
 def _held_out_tiny(n: int) -> list:
     """The first ``n`` held-out draws (the evaluation's seeds) of the small-farm stream that the
     exact measure handles in milliseconds."""
-    from agents.generalist.table_train import SMALL
+    from agents.generalist.labels import SMALL
 
     out, seed = [], HELD_OUT_SEEDS.start + 10_000_000
     while len(out) < n:
