@@ -6,9 +6,10 @@ budgets (exact where the per-server chain is small, else simulated; a farm of mo
 :data:`TWIN_SERVERS` servers is searched on its scaled-down twin, whose table it shares), and
 the entry pairs its table orders or ties, one cache file a farm.
 
-Farms: the default sampler's training seeds, the small-farm stream :data:`SMALL`, and more of
-:data:`SMALL` where the teacher is exact (``--exact-farms``: cheap, noise-free labels of the
-small farms, the ones where the exact evaluation is made).
+Farms: the default sampler's training seeds, the small-farm stream
+:data:`agents.generalist.labels.SMALL`, and more of it where the teacher is exact
+(``--exact-farms``: cheap, noise-free labels of the small farms, the ones where the exact
+evaluation is made).
 
 Parameterisation: the network's scores are a correction to PAS's group ranking (``--prior``,
 see :mod:`agents.generalist.table_net`), with an L2 penalty on the correction (``--l2``).
@@ -29,7 +30,12 @@ where the order matters then weighs more than one where it does not, and a poor 
 before a good one more than two levels that could go either way.
 
     python -m agents.generalist.table_train --farms 1000 --small-farms 183 --epochs 60 \
-        --layers 2 --width 64 --batch-size 16 --out agents/generalist/models/generalist_table
+        --layers 2 --width 64 --batch-size 16 --pair-floor 0.1 --members 4 --workers 2 \
+        --keep-expert agents/generalist/models/generalist_table.npz \
+        --out agents/generalist/models/generalist_table
+
+writes the shipped model's main network (four networks, their scores averaged) beside the
+small-farm expert already in that file (``--keep-expert``; docs/generalist.md).
 
 ``--prior``, ``--val-farms``, ``--exact-farms`` are off by default: with them (``--prior 1
 --val-farms 100 --exact-farms 120``) the small held-out farms improve (at least PAS on 96%
