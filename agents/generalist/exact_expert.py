@@ -49,6 +49,7 @@ from agents.generalist.labels import (
     cached_labels,
     entry_pairs,
     exact_seeds,
+    pair_costs,
     pair_weights,
 )
 from agents.generalist.table_net import (
@@ -70,9 +71,11 @@ from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 __all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
 
 
-def exact_labels(seed: int) -> dict[str, Any]:
+def exact_labels(seed: int, direct: bool = False) -> dict[str, Any]:
     """A training example of the small-farm stream's farm ``seed`` (the exact teacher must reach
-    it): features, the teacher's table, its pairs and their weights (:func:`pair_weights`)."""
+    it): features, the teacher's table, its pairs and their weights: the neighbours' exchanges
+    between the two (:func:`pair_weights`) or, ``direct``, the two's own exchange
+    (:func:`agents.generalist.labels.pair_costs`)."""
     if seed >= HELD_OUT_SEEDS.start:
         raise ValueError(
             f"seed: {seed} is held out (training seeds are below {HELD_OUT_SEEDS.start})"
@@ -85,17 +88,21 @@ def exact_labels(seed: int) -> dict[str, Any]:
     table = search_best_table(config, EXACT_SEARCH).table
     x, group, level = table_features(config)
     ordered, tied = entry_pairs(config, group, level, table)
-    weight = pair_weights(table, group, level, ordered.reshape(-1, 2), evaluate)
+    weigh = pair_costs if direct else pair_weights
+    weight = weigh(table, group, level, ordered.reshape(-1, 2), evaluate)
     return {"seed": seed, "x": x, "group": group, "level": level, "table": table,
             "ordered": ordered.reshape(-1, 2), "tied": tied.reshape(-1, 2), "weight": weight,
             "method": method, "servers": config.n_servers, "cpu_s": time.process_time() - t0}  # fmt: skip
 
 
-def label_all(seeds: Sequence[int], cache: Path | None) -> list[dict[str, Any]]:
-    """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` each in ``cache``
-    (:func:`agents.generalist.labels.cached_labels`: atomic, resumable; the features are
-    recomputed from the farm)."""
-    return cached_labels(seeds, cache, "exact", exact_labels, SMALL)
+def label_all(
+    seeds: Sequence[int], cache: Path | None, direct: bool = False
+) -> list[dict[str, Any]]:
+    """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` (``direct``:
+    ``exactx-SEED.npz``) each in ``cache`` (:func:`agents.generalist.labels.cached_labels`:
+    atomic, resumable; the features are recomputed from the farm)."""
+    make = lambda s: exact_labels(s, direct)  # noqa: E731
+    return cached_labels(seeds, cache, "exactx" if direct else "exact", make, SMALL)
 
 
 def merge_expert(
@@ -119,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_network_options(p, width=64, layers=2, batch_size=16)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--floor", type=float, default=0.01, help="weight of a pair that costs nothing")
+    p.add_argument(
+        "--pair-costs",
+        action="store_true",
+        help="weigh a pair by its own exchange (labels.pair_costs), not its neighbours'",
+    )
     p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
                    help="model whose main network the output keeps")  # fmt: skip
     p.add_argument("--cache", default="runs/table-labels", help="labels, one file a farm")
@@ -140,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     seeds = exact_seeds(a.farms, a.first)
     if len(seeds) < a.farms:
         p.error(f"--farms: only {len(seeds)} exact small-stream farms below the held-out seeds")
-    data = label_all(seeds, Path(a.cache) if a.cache else None)
+    data = label_all(seeds, Path(a.cache) if a.cache else None, a.pair_costs)
     common = {"epochs": a.epochs, "width": a.width, "log": print, "pair_floor": a.floor,
               "n_features": len(FEATURES), "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
@@ -152,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
     expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],
               "epochs": a.epochs, "width": a.width, "seed": a.seed, "floor": a.floor,
+              "pair_costs": a.pair_costs,
               "members": a.members, "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr,
               "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,

@@ -15,7 +15,7 @@ from agents.generalist.exact_expert import (  # noqa: E402
     merge_expert,
     pair_weights,
 )
-from agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds  # noqa: E402
+from agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds, pair_costs  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     FEATURES,
@@ -86,6 +86,23 @@ def test_labels_are_cached_and_refused_for_held_out_seeds(tmp_path) -> None:
     assert again["x"].shape[1] == len(FEATURES)
     with pytest.raises(ValueError, match="held out"):
         exact_labels(HELD_OUT_SEEDS.start)
+
+
+def test_pair_costs_weigh_each_pair_by_its_own_exchange(tmp_path) -> None:
+    seed = exact_seeds(1, 0)[0]
+    neighbours = label_all([seed], tmp_path)[0]
+    direct = label_all([seed], tmp_path, direct=True)[0]
+    assert (tmp_path / f"exactx-{seed}.npz").is_file()  # its own file: both kinds are kept
+    assert np.array_equal(direct["ordered"], neighbours["ordered"])
+    config = sample_farm(seed, SMALL)
+    evaluate = table_evaluator(config, EXACT_SEARCH)[0]
+    t, g, lv = direct["table"], direct["group"], direct["level"]
+    want = pair_costs(t, g, lv, direct["ordered"], evaluate)
+    np.testing.assert_allclose(direct["weight"], want, rtol=0, atol=1e-12)
+    meta = main(["--farms", "1", "--epochs", "1", "--members", "1", "--width", "8",
+                 "--layers", "0", "--pair-costs", "--cache", str(tmp_path),
+                 "--out", str(tmp_path / "m")])  # fmt: skip
+    assert meta["small_expert"]["pair_costs"] is True
 
 
 def _two_expert_model(tmp_path):
