@@ -19,7 +19,9 @@ the generalist, PAS, best-priority (its exact search, default settings) and the 
 :data:`MID_SEEDS` (inside ``HELD_OUT_SEEDS``, apart from the exact evaluation's and the
 validation's) with 50-1,000 servers; the generalist's and PAS's tables in the compiled
 simulator on the same replication seeds (Student-t 95% interval of the per-replication
-difference). "Below PAS" counts the farms whose interval lies below 0.
+difference). "Below PAS" counts the farms whose interval lies below 0. ``--mid-seeds
+validation`` draws them from :data:`MID_VALIDATION_SEEDS` instead, a disjoint held-out range
+on which variants of the main network can be compared and chosen without the evaluation's farms.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -78,6 +80,9 @@ NAME = "generalist_eval"
 EVAL_SEEDS = range(HELD_OUT_SEEDS.start + 10_000_000, HELD_OUT_SEEDS.start + 20_000_000)
 #: held-out sampler seeds of the mid-size farms (paired simulation against PAS)
 MID_SEEDS = range(HELD_OUT_SEEDS.start + 20_000_000, HELD_OUT_SEEDS.start + 30_000_000)
+#: held-out sampler seeds of mid-size validation farms (choosing among variants; never reported
+#: as the evaluation's)
+MID_VALIDATION_SEEDS = range(HELD_OUT_SEEDS.start + 30_000_000, HELD_OUT_SEEDS.start + 40_000_000)
 #: the mid-size farms' servers: above what the exact measure takes, below the twin's reach
 MID_SERVERS = (50, 1_000)
 MAX_STATES = 5_000
@@ -102,10 +107,11 @@ def exact_farms(n: int, family: str) -> list[FarmConfig]:
     return out
 
 
-def mid_farms(n: int) -> list[FarmConfig]:
-    """The first ``n`` draws of :data:`MID_SEEDS` with :data:`MID_SERVERS` servers."""
+def mid_farms(n: int, seed_range: range = MID_SEEDS) -> list[FarmConfig]:
+    """The first ``n`` draws of ``seed_range`` (:data:`MID_SEEDS` or
+    :data:`MID_VALIDATION_SEEDS`) with :data:`MID_SERVERS` servers."""
     out: list[FarmConfig] = []
-    seeds = iter(MID_SEEDS)
+    seeds = iter(seed_range)
     while len(out) < n:
         c = sample_farm(next(seeds))
         if MID_SERVERS[0] <= c.n_servers <= MID_SERVERS[1]:
@@ -309,6 +315,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="held-out mid-size farms against PAS, paired simulation (150; 0: none)",
     )
     p.add_argument(
+        "--mid-seeds",
+        choices=("test", "validation"),
+        default="test",
+        help="the mid-size farms' held-out range: MID_SEEDS (test) or MID_VALIDATION_SEEDS",
+    )
+    p.add_argument(
         "--presets", default=None, help="comma-separated, name@F = scaled by F; none: no presets"
     )
     a = p.parse_args(argv)
@@ -323,12 +335,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     load_weights(a.model)  # fail now, with the file named, not in a worker
     st = {"model": a.model, "n_farms": n, "presets": list(presets), "epochs": d["epochs"],
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
-          "n_mid": n_mid, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
+          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
     tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam)]
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
-    rows += parallel_map(mid_task, [(c, a.model, st) for c in mid_farms(n_mid)], st["workers"])
+    mids = mid_farms(n_mid, MID_VALIDATION_SEEDS if a.mid_seeds == "validation" else MID_SEEDS)
+    rows += parallel_map(mid_task, [(c, a.model, st) for c in mids], st["workers"])
     rows += [preset_task(spec, a.model, st) for spec in presets]
     report = {"experiment": NAME, "summary": summarize(rows), "rows": rows,
               "throughput": throughput(a.model, 2_000 if a.quick else 20_000),

@@ -59,3 +59,13 @@ def test_presets_none_scores_the_mid_size_farms_alone(tmp_path: Path) -> None:
     out = ge.main(["--quick", "--n-farms", "0", "--presets", "none", "--out", str(tmp_path)])
     kinds = {r["kind"] for r in out["rows"]}
     assert kinds == {"mid"} and out["settings"]["presets"] == []
+
+
+def test_validation_mid_farms_are_apart_from_the_evaluations(tmp_path: Path) -> None:
+    assert ge.MID_VALIDATION_SEEDS.start >= ge.MID_SEEDS.stop
+    out = ge.main(["--quick", "--n-farms", "0", "--presets", "none", "--mid-seeds",
+                   "validation", "--out", str(tmp_path)])  # fmt: skip
+    names = {r["farm"] for r in out["rows"]}
+    assert names == {c.name for c in ge.mid_farms(2, ge.MID_VALIDATION_SEEDS)}
+    assert names.isdisjoint(c.name for c in ge.mid_farms(2))
+    assert out["settings"]["mid_seeds"] == "validation"
