@@ -18,7 +18,9 @@ Labels (:func:`exact_labels`): ``best-priority``'s exact search (budget
 ordered pair: the exact efficiency lost, in %, when the teacher's order is broken between the
 two: for entries at places p < q of the teacher's order, the largest loss among exchanging
 neighbours p..q (one exact evaluation per neighbouring pair: a farm costs its search plus T-1
-evaluations for T entries). Pairs whose order costs nothing weigh ``--floor``.
+evaluations for T entries), or with ``--pair-costs`` the loss of exchanging the two themselves
+(:func:`agents.generalist.labels.pair_costs`: one evaluation a pair). Pairs whose order costs
+nothing weigh ``--floor``.
 
 Features: all of :data:`agents.generalist.table_net.FEATURES`, including the marginal efficiency
 and speed of each level (speed-scaling servers, where the teacher interleaves levels by them).

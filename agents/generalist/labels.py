@@ -13,8 +13,11 @@ Pair weights (:func:`pair_weights`): for entries at places p < q of the teacher'
 largest efficiency loss (%) among the exchanges of neighbours p..q, measured by the teacher's
 own evaluator (exact, or simulated with common random numbers on the farm or its twin): one
 evaluation per neighbouring pair, so a farm of T entries costs its search plus T-1 evaluations.
-A ranking loss weighted by them spends its capacity on the orders that matter (a group placed
-before a better one) rather than on the many that cost nothing.
+Pair costs (:func:`pair_costs`): for each ordered pair, the efficiency lost when the two
+entries themselves exchange places: one evaluation per pair, and unlike the neighbours'
+exchanges (which near a good table all cost little) it sees what a far jump costs. A ranking
+loss weighted by either spends its capacity on the orders that matter (a group placed before a
+better one) rather than on the many that cost nothing.
 """
 
 from __future__ import annotations
@@ -110,6 +113,24 @@ def pack_ties(ex: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _exchange_loss(
+    table: np.ndarray,
+    base: float,
+    first: tuple[int, int],
+    second: tuple[int, int],
+    evaluate: Callable[[np.ndarray], float],
+) -> float:
+    """The efficiency lost (%, against ``base``) when the (group, level) entries ``first`` and
+    ``second`` (ranked in that order) exchange places in ``table``; a tie (a pack tie: the
+    higher level first) is broken by setting ``second`` just above ``first``."""
+    t = table.copy()
+    if table[first] == table[second]:
+        t[second] = table[first] + 1e-6
+    else:
+        t[first], t[second] = table[second], table[first]
+    return 100.0 * (base - evaluate(t)) / base
+
+
 def pair_weights(
     table: np.ndarray,
     group: np.ndarray,
@@ -132,12 +153,7 @@ def pair_weights(
     adj = np.zeros(max(len(order) - 1, 0))
     for p in range(len(order) - 1):
         i, j = order[p], order[p + 1]
-        t2 = table.copy()
-        if v[i] == v[j]:
-            t2[group[j], level[j]] = v[i] + 1e-6
-        else:
-            t2[group[i], level[i]], t2[group[j], level[j]] = v[j], v[i]
-        adj[p] = 100.0 * (base - evaluate(t2)) / base
+        adj[p] = _exchange_loss(table, base, (group[i], level[i]), (group[j], level[j]), evaluate)
     pi, pj = pos[ordered[:, 0]], pos[ordered[:, 1]]
     return np.array([adj[a:b].max() if b > a else 0.0 for a, b in zip(pi, pj, strict=True)])
 
@@ -155,15 +171,13 @@ def pair_costs(
     Unlike :func:`pair_weights`' exchanges of neighbours, which near a good table all cost
     little, this sees what a far jump costs: a poor group placed before a good one."""
     base = evaluate(table)
-    out = np.empty(len(ordered))
-    for n, (i, j) in enumerate(ordered):
-        t2, a, b = table.copy(), (group[i], level[i]), (group[j], level[j])
-        if table[a] == table[b]:
-            t2[b] = table[a] + 1e-6
-        else:
-            t2[a], t2[b] = table[b], table[a]
-        out[n] = 100.0 * (base - evaluate(t2)) / base
-    return out
+    return np.array(
+        [
+            _exchange_loss(table, base, (group[i], level[i]), (group[j], level[j]), evaluate)
+            for i, j in ordered
+        ],
+        dtype=np.float64,
+    )
 
 
 def farm_labels(seed: int, small: bool = False, weighted: bool = False) -> dict[str, Any]:
