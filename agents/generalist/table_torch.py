@@ -33,6 +33,10 @@ _EFF_RANK = FEATURES.index("eff_rank")
 MAIN_FEATURES = FEATURES.index("types_4") + 1
 
 
+#: torch's names of the second linear layer of each MLP (an index past the ReLU) and numpy's
+_RENAMED = (("embed.2", "embed.1"), ("head.2", "head.1"), ("ff.2", "ff.1"))
+
+
 class _Block(nn.Module):
     """Multi-head self-attention over a farm's entries, then a feed-forward layer, each
     residual: each entry compares itself with every other, which the mean embeddings cannot."""
@@ -115,12 +119,29 @@ class TableNet(nn.Module):
         g = _mean_by(out[:, :1], group, n_groups)[:, 0]
         return (g[group] + out[:, 1]).double()
 
+    @classmethod
+    def from_numpy(cls, w: dict[str, np.ndarray], prefix: str = "") -> TableNet:
+        """The network ``prefix`` of a model's weights (the inverse of :meth:`numpy_weights`),
+        to be trained further."""
+        first = w[prefix + "embed.0.weight"]
+        n_layers = sum(k.startswith(prefix + "blocks.") and k.endswith(".qkv.weight") for k in w)
+        heads = int(np.asarray(w[prefix + "blocks.heads"]).reshape(-1)[0]) if n_layers else 4
+        prior = float(np.asarray(w.get(prefix + "prior.scale", 0.0)).reshape(-1)[0])
+        net = cls(first.shape[0], prior, first.shape[1], n_layers, heads)
+        state = {}
+        for name in net.state_dict():
+            stored = name
+            for torch_name, numpy_name in _RENAMED:
+                stored = stored.replace(torch_name, numpy_name)
+            state[name] = torch.as_tensor(np.asarray(w[prefix + stored], dtype=np.float32))
+        net.load_state_dict(state)
+        return net
+
     def numpy_weights(self) -> dict[str, np.ndarray]:
         """The weights under the numpy forward's names (``embed.0.weight``, ...)."""
         w = {}
         for k, v in self.state_dict().items():
-            for torch_name, numpy_name in (("embed.2", "embed.1"), ("head.2", "head.1"),
-                                           ("ff.2", "ff.1")):  # fmt: skip
+            for torch_name, numpy_name in _RENAMED:
                 k = k.replace(torch_name, numpy_name)
             w[k] = v.numpy()
         if len(self.blocks):

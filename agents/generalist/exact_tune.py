@@ -1,0 +1,330 @@
+"""Exact policy-gradient tuning of the small-farm expert: the network learns from the
+efficiency itself, not from a teacher's table.
+
+Why: the expert (:mod:`agents.generalist.exact_expert`) imitates ``best-priority``'s tables,
+but many tables are nearly as good on a farm and the search returns one of them, so the labels
+of similar farms disagree, and a ranking loss spends the network's capacity on orders that cost
+nothing. On the farms the expert reads (a per-server chain of at most ``small.max_states``
+states) the objective itself is exact and differentiable, and needs no label.
+
+The soft table: in each state of the farm's aggregated chain (servers of a group counted by
+level; :class:`baselines.solvers.aggregated.AggregatedSpace`) a type-j arrival goes to an
+available (group, level) entry a with probability ``softmax(z / tau)`` over the available
+entries, z the network's scores. This randomised symmetric policy has an exact stationary
+efficiency ``E(z) = pi.W / pi.P``; as ``tau -> 0`` it is the argmax of the scores, the
+expert's table. Its gradient (:func:`soft_efficiency`) costs one more linear solve than E:
+with h the relative values of the reward ``W - E P`` (``Q h = -(W - E P)``),
+
+    dE / dp[s, j, a] = pi_s lambda_j (h[next(s, a)] - h[s]) / (pi . P),
+
+and the softmax's Jacobian carries it to the scores. The tuner (:func:`tune`) ascends the mean
+of ``log E`` over training farms (each farm weighs the same in relative terms), through the
+networks' scores (the average of the expert's members, the way the policy reads them), with
+Adam, a few epochs from the distilled expert.
+
+Farms: the small-farm stream's training seeds that the exact teacher takes
+(:func:`agents.generalist.labels.exact_seeds`) and, with ``--sampled-farms``, the default
+sampler's training seeds that the expert reads (exponential sizes, no sleep, a chain of at most
+``small.max_states`` states): no labels, so any number of farms costs only their solves, a few
+milliseconds each. Held-out seeds are never drawn.
+
+    python -m agents.generalist.exact_tune --farms 12000 --epochs 2 \\
+        --model agents/generalist/models/generalist_table.npz \\
+        --out agents/generalist/models/generalist_table
+
+rewrites the model's small-farm expert (its main network is kept bit for bit) and records the
+tuning in the sidecar (``small_expert.exact_tune``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.generalist.labels import SMALL, exact_seeds
+from agents.generalist.table_net import (
+    SMALL_EXPERT,
+    load_weights,
+    members,
+    save_weights,
+    table_features,
+)
+from agents.generalist.table_torch import TableNet
+from baselines.solvers.aggregated import AggregatedSpace
+from baselines.solvers.ctmc import GeneratorSolver
+from envs.config import FarmConfig
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from envs.observation import level_offsets
+from evaluation.exact import exact_solvable
+
+__all__ = [
+    "TuneFarm",
+    "argmax_efficiency",
+    "expert_nets",
+    "main",
+    "sampled_seeds",
+    "soft_efficiency",
+    "soft_policy",
+    "tie_gradient",
+    "tune",
+]
+
+
+def soft_policy(space: AggregatedSpace, z: np.ndarray, tau: float) -> np.ndarray:
+    """float64[N, J, A]: ``softmax(z / tau)`` over the available entries of each state and job
+    type (zero where none is available: the arrival is lost)."""
+    valid = space.valid
+    logits = np.where(valid, (np.asarray(z, dtype=np.float64) / tau)[None, None, :], -np.inf)
+    top = logits.max(axis=2, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    e = np.where(valid, np.exp(logits - top), 0.0)
+    total = e.sum(axis=2, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def soft_efficiency(space: AggregatedSpace, z: np.ndarray, tau: float) -> tuple[float, np.ndarray]:
+    """(E, dE/dz): the exact stationary efficiency of the soft table ``softmax(z / tau)``
+    (:func:`soft_policy`) and its gradient in the scores ``z`` (float64[A], one per action
+    ``level_offsets[k] + b``), from the relative values of ``W - E P`` (see the module doc)."""
+    if not tau > 0:
+        raise ValueError(f"tau: must be > 0, got {tau}")
+    p = soft_policy(space, z, tau)
+    solver = GeneratorSolver(space.generator(p))
+    pi = solver.stationary()
+    power = float(pi @ space.P)
+    eff = float(pi @ space.W) / power
+    h = solver.relative_values(space.W - eff * space.P)
+    nxt = space.next_state
+    h_next = np.where(nxt >= 0, h[nxt.clip(0)], 0.0)  # [N, A]; h[s] cancels in the softmax
+    g = pi[:, None, None] * space.lam[None, :, None] * h_next[:, None, :] / power
+    centred = g - (p * g).sum(axis=2, keepdims=True)
+    return eff, (p * centred).sum(axis=(0, 1)) / tau
+
+
+def argmax_efficiency(space: AggregatedSpace, z: np.ndarray) -> float:
+    """The exact efficiency of the table ``z`` itself (each arrival to its best available
+    entry): the soft table's limit as ``tau -> 0``."""
+    scores = np.where(space.valid, np.asarray(z, dtype=np.float64)[None, None, :], -np.inf)
+    choice = np.where(space.has_vacancy, scores.argmax(axis=2), -1)
+    pi = GeneratorSolver(space.generator(choice)).stationary()
+    return float(pi @ space.W) / float(pi @ space.P)
+
+
+def tie_gradient(
+    space: AggregatedSpace, z: np.ndarray, action: np.ndarray, gap: float, tau: float
+) -> np.ndarray:
+    """d(-tie loss)/dz: for each two entries next to each other in the table's order whose
+    scores are less than ``gap`` apart, the exact log efficiency of the table ``z`` against the
+    table with the two exchanged (d), and a logistic loss ``|d| softplus(-sign(d) (z_a - z_b) /
+    tau)`` that pulls the two apart on the better side.
+
+    Why: the soft table can gain by mixing two entries whose scores nearly tie (a randomised
+    policy is richer than a table), and its gradient then holds them at the mix, where the
+    table (the argmax) falls on either side; the exchange is measured on the tables themselves.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    ranked = action[np.argsort(-z[action], kind="stable")]
+    grad = np.zeros_like(z)
+    base: float | None = None
+    for a, b in itertools.pairwise(ranked):
+        diff = z[a] - z[b]
+        if diff >= gap:
+            continue
+        if base is None:
+            base = math.log(argmax_efficiency(space, z))
+        swapped = z.copy()
+        swapped[a], swapped[b] = z[b], z[a]
+        d = base - math.log(argmax_efficiency(space, swapped))  # > 0: the order is the better
+        if d == 0.0:
+            continue
+        sign = math.copysign(1.0, d)
+        pull = abs(d) / tau / (1.0 + math.exp(min(sign * diff / tau, 50.0)))
+        grad[a] += sign * pull
+        grad[b] -= sign * pull
+    return grad
+
+
+@dataclass
+class TuneFarm:
+    """A training farm: its tokens (as the policy reads them), the action of each token and
+    its aggregated chain."""
+
+    seed: int
+    x: torch.Tensor
+    group: torch.Tensor
+    action: np.ndarray
+    space: AggregatedSpace
+
+    @classmethod
+    def of(cls, seed: int, config: FarmConfig) -> TuneFarm:
+        x, group, level = table_features(config)
+        return cls(
+            seed=seed,
+            x=torch.as_tensor(np.asarray(x, dtype=np.float32)),
+            group=torch.as_tensor(group),
+            action=level_offsets(config)[group] + level,
+            space=AggregatedSpace(config),
+        )
+
+    def scores_to_actions(self, scores: np.ndarray) -> np.ndarray:
+        z = np.zeros(self.space.n_actions)  # entries no type uses are never available
+        z[self.action] = scores
+        return z
+
+
+def sampled_seeds(n: int, max_states: int, first: int = 0) -> list[int]:
+    """The first ``n`` training seeds from ``first`` of the default sampler whose farm the
+    small-farm expert reads and the exact chain takes (exponential sizes, no sleep, at most
+    ``max_states`` per-server states)."""
+    out, s = [], first
+    while len(out) < n and s < HELD_OUT_SEEDS.start:
+        c = sample_farm(s)
+        if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, max_states):
+            out.append(s)
+        s += 1
+    return out
+
+
+def expert_nets(w: dict[str, np.ndarray]) -> list[TableNet]:
+    """The small-farm expert's networks of a model's weights, as torch modules."""
+    nets = [TableNet.from_numpy(w, m) for m in members(w, SMALL_EXPERT)]
+    if not nets:
+        raise ValueError("model: it has no small-farm expert (small.* weights) to tune")
+    return nets
+
+
+def _batch_scores(nets: Sequence[TableNet], batch: Sequence[TuneFarm]) -> torch.Tensor:
+    """The mean of the networks' scores on the batch's stacked tokens (each farm apart)."""
+    groups, farms, offset = [], [], 0
+    for i, f in enumerate(batch):
+        groups.append(f.group + offset)
+        farms.append(torch.full((len(f.group),), i))
+        offset += int(f.group.max()) + 1
+    x, group, farm = torch.cat([f.x for f in batch]), torch.cat(groups), torch.cat(farms)
+    which = farm if len(batch) > 1 else None
+    return torch.stack([n.correction(x, group, which) for n in nets]).mean(0)
+
+
+def tune(
+    nets: Sequence[TableNet],
+    farms: Sequence[TuneFarm],
+    epochs: int = 2,
+    lr: float = 1e-4,
+    tau: float = 0.3,
+    batch_size: int = 16,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+    on_epoch: Callable[[int, list[float]], None] | None = None,
+    tie_gap: float = 0.0,
+) -> list[float]:
+    """Ascend the mean ``log E`` of the soft tables over ``farms`` (Adam on all the networks'
+    parameters, ``batch_size`` farms a step, shuffled each epoch by ``seed``); returns each
+    epoch's mean ``log E`` (measured on the way, before each step). ``on_epoch(epoch,
+    history)`` is called after each epoch (the command saves the model there). ``tie_gap`` >
+    0: near ties are settled on the tables themselves (:func:`tie_gradient`)."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    opt = torch.optim.Adam([p for n in nets for p in n.parameters()], lr=lr)
+    history = []
+    for epoch in range(epochs):
+        total, t0 = 0.0, time.process_time()
+        order = rng.permutation(len(farms))
+        for i in range(0, len(order), batch_size):
+            batch = [farms[j] for j in order[i : i + batch_size]]
+            scores = _batch_scores(nets, batch)
+            values = scores.detach().numpy()
+            grads, offset = [], 0
+            for f in batch:
+                n = len(f.action)
+                z = f.scores_to_actions(values[offset : offset + n])
+                eff, dz = soft_efficiency(f.space, z, tau)
+                dz = dz / eff  # d log E
+                if tie_gap > 0:
+                    dz += tie_gradient(f.space, z, f.action, tie_gap, tau)
+                grads.append(dz[f.action])
+                total += math.log(eff)
+                offset += n
+            loss = -(scores * torch.as_tensor(np.concatenate(grads))).sum() / len(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        history.append(total / len(farms))
+        if log:
+            log(
+                f"epoch {epoch}: mean log E {history[-1]:.6f} ({time.process_time() - t0:.0f} CPU-s)"
+            )
+        if on_epoch:
+            on_epoch(epoch, history)
+    return history
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--farms", type=int, default=12000, help="small-stream training farms")
+    p.add_argument("--sampled-farms", type=int, default=0,
+                   help="default-sampler training farms the expert reads")  # fmt: skip
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--tau", type=float, default=0.3, help="temperature of the soft table")
+    p.add_argument("--tie-gap", type=float, default=0.0,
+                   help="settle entries whose scores are nearer than this on the tables (0: off)")  # fmt: skip
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="agents/generalist/models/generalist_table.npz",
+                   help="model whose small-farm expert is tuned (its main network is kept)")  # fmt: skip
+    p.add_argument("--out", default="runs/generalist-table/generalist_table")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = build_parser()
+    a = p.parse_args(argv)
+    if a.epochs < 1 or a.batch_size < 1 or min(a.farms, a.sampled_farms) < 0:
+        p.error("--epochs/--batch-size: must be >= 1; --farms/--sampled-farms: must be >= 0")
+    if a.farms + a.sampled_farms < 1:
+        p.error("--farms/--sampled-farms: at least one training farm is needed")
+    if not (a.lr > 0 and a.tau > 0) or a.tie_gap < 0:
+        p.error("--lr/--tau: must be > 0; --tie-gap: must be >= 0")
+    w, meta = load_weights(a.model)  # fail now, naming the file
+    try:
+        nets = expert_nets(w)
+    except ValueError as e:
+        p.error(f"--model: {e}")
+    cap = int(np.asarray(w[SMALL_EXPERT + "max_states"]).reshape(-1)[0])
+    torch.set_num_threads(1)
+    t0 = time.process_time()
+    small = exact_seeds(a.farms, 0)
+    sampled = sampled_seeds(a.sampled_farms, cap)
+    farms = [TuneFarm.of(s, sample_farm(s, SMALL)) for s in small]
+    farms += [TuneFarm.of(s, sample_farm(s)) for s in sampled]
+    base_meta = {k: v for k, v in meta.items() if k != "features"}
+    out: dict[str, Any] = {}
+
+    def save(epoch: int, history: list[float]) -> None:
+        # after every epoch, atomically: an interrupted run keeps the epochs it finished
+        for i, net in enumerate(nets):
+            w.update({f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.numpy_weights().items()})
+        record = {"farms": len(small), "sampled_farms": len(sampled), "epochs": epoch + 1,
+                  "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "batch_size": a.batch_size, "seed": a.seed,
+                  "mean_log_eff": [round(h, 6) for h in history],
+                  "cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
+        expert = dict(meta.get("small_expert") or {}) | {"exact_tune": record}
+        out.update(base_meta | {"small_expert": expert})
+        path = save_weights(w, a.out, **out)
+        print(json.dumps({"model": str(path), **record}))
+
+    tune(nets, farms, a.epochs, a.lr, a.tau, a.batch_size, a.seed, print, save, a.tie_gap)
+    return out
+
+
+if __name__ == "__main__":
+    main()

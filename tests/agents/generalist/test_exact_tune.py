@@ -1,0 +1,162 @@
+"""Exact policy-gradient tuning of the small-farm expert: the soft table's exact gradient against
+finite differences, its limit (the argmax table), the tuner's ascent and its command line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agents.generalist.exact_tune import (  # noqa: E402
+    TuneFarm,
+    argmax_efficiency,
+    expert_nets,
+    main,
+    sampled_seeds,
+    soft_efficiency,
+    soft_policy,
+    tie_gradient,
+    tune,
+)
+from agents.generalist.labels import SMALL, exact_seeds  # noqa: E402
+from agents.generalist.policy import SHIPPED_MODEL  # noqa: E402
+from agents.generalist.table_net import (  # noqa: E402
+    SMALL_EXPERT,
+    forward,
+    load_weights,
+    members,
+    save_weights,
+    table_features,
+)
+from agents.generalist.table_torch import TableNet  # noqa: E402
+from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated  # noqa: E402
+from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from evaluation.exact import exact_solvable  # noqa: E402
+
+
+def _space(i: int = 2) -> AggregatedSpace:
+    return AggregatedSpace(sample_farm(exact_seeds(i + 1, 0)[i], SMALL))
+
+
+@pytest.mark.parametrize("tau", [0.3, 2.0])
+def test_the_gradient_is_the_derivative_of_the_exact_efficiency(tau: float) -> None:
+    space = _space()
+    z = np.random.default_rng(0).normal(size=space.n_actions)
+    eff, grad = soft_efficiency(space, z, tau)
+    # the efficiency is the stationary one of the randomised policy
+    assert eff == pytest.approx(
+        evaluate_aggregated(space, soft_policy(space, z, tau))[0], rel=1e-12
+    )
+    h = 1e-5  # central differences: error O(h^2) ~ 1e-10 against gradients ~ 1e-3
+    fd = np.array([
+        (soft_efficiency(space, z + h * e, tau)[0] - soft_efficiency(space, z - h * e, tau)[0])
+        / (2 * h)
+        for e in np.eye(space.n_actions)
+    ])  # fmt: skip
+    assert np.abs(grad).max() > 1e-4
+    np.testing.assert_allclose(grad, fd, atol=1e-8)
+
+
+def test_a_cold_soft_table_is_the_argmax_table() -> None:
+    space = _space()
+    z = np.random.default_rng(1).permutation(space.n_actions).astype(float)  # distinct scores
+    choice = np.where(space.has_vacancy, np.where(space.valid, z, -np.inf).argmax(axis=2), -1)
+    want = evaluate_aggregated(space, choice)[0]
+    assert soft_efficiency(space, z, 0.01)[0] == pytest.approx(want, rel=1e-12)
+    assert soft_efficiency(space, z, 3.0)[0] != pytest.approx(want, rel=1e-6)
+    with pytest.raises(ValueError, match="tau"):
+        soft_efficiency(space, z, 0.0)
+
+
+def test_tie_gradient_pulls_a_near_tie_apart_on_the_better_side() -> None:
+    farm = TuneFarm.of(0, sample_farm(exact_seeds(3, 0)[2], SMALL))
+    space = farm.space
+    z = farm.scores_to_actions(np.arange(len(farm.action), 0, -1, dtype=float) * 10.0)
+    ranked = farm.action[np.argsort(-z[farm.action], kind="stable")]
+    # find two neighbours in the order whose exchange changes the table's efficiency
+    for a, b in itertools.pairwise(ranked):
+        swapped = z.copy()
+        swapped[a], swapped[b] = z[b], z[a]
+        d = np.log(argmax_efficiency(space, z)) - np.log(argmax_efficiency(space, swapped))
+        if abs(d) > 1e-9:
+            break
+    else:
+        pytest.fail("no exchange of neighbours changes this farm's table")
+    near = z.copy()
+    near[b] = z[a] - 0.1  # the pair nearly ties, in the same order; all others are 10 apart
+    g = tie_gradient(space, near, farm.action, gap=1.0, tau=0.3)
+    assert np.count_nonzero(g) == 2 and g[a] == -g[b]
+    assert np.sign(g[a]) == np.sign(d)  # ascent widens the gap on the better side
+    # the pull is |d| times the logistic loss's slope
+    assert abs(g[a]) == pytest.approx(abs(d) / 0.3 / (1 + np.exp(np.sign(d) * 0.1 / 0.3)))
+    assert not tie_gradient(space, z, farm.action, gap=1.0, tau=0.3).any()  # no near tie
+
+
+def test_networks_read_back_from_a_model_score_as_the_numpy_forward() -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    config = sample_farm(exact_seeds(1, 0)[0], SMALL)
+    x, group, _ = table_features(config)
+    for m in members(w, SMALL_EXPERT)[:2]:
+        net = TableNet.from_numpy(w, m)
+        with torch.no_grad():
+            got = net(torch.as_tensor(x), torch.as_tensor(group)).numpy()
+        # float32 sums in another order: a few units of float32's precision over two blocks
+        np.testing.assert_allclose(got, forward(w, x, group, m), rtol=5e-5, atol=1e-5)
+        back = net.numpy_weights()
+        assert all(np.array_equal(back[k], w[m + k]) for k in back)
+
+
+def test_tuning_raises_the_mean_log_efficiency_of_its_farms() -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    nets = expert_nets(w)[:2]
+    farms = [TuneFarm.of(s, sample_farm(s, SMALL)) for s in exact_seeds(8, 0)]
+    history = tune(nets, farms, epochs=3, lr=1e-3, tau=1.0, batch_size=4)
+    assert len(history) == 3 and history[2] > history[0]  # measured before each step
+
+
+def test_sampled_seeds_are_training_farms_the_expert_reads() -> None:
+    seeds = sampled_seeds(3, 5_000)
+    assert len(seeds) == 3 and max(seeds) < HELD_OUT_SEEDS.start
+    for s in seeds:
+        c = sample_farm(s)
+        assert c.job_size.is_exponential and exact_solvable(c, 5_000)
+
+
+def test_the_command_rewrites_the_expert_and_keeps_the_main_network(tmp_path) -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    small = {k: v for k, v in w.items() if not k.startswith(SMALL_EXPERT) or k.startswith(
+        (SMALL_EXPERT + "0.", SMALL_EXPERT + "max_states"))}  # fmt: skip
+    model = save_weights(small, tmp_path / "base", small_expert={"farms": 1})
+    meta = main(["--farms", "3", "--sampled-farms", "2", "--epochs", "1", "--lr", "1e-3",
+                 "--model", str(model), "--out", str(tmp_path / "tuned")])  # fmt: skip
+    got, side = load_weights(tmp_path / "tuned")
+    assert set(got) == set(small)
+    assert all(np.array_equal(got[k], small[k]) for k in small if not k.startswith(SMALL_EXPERT))
+    assert not np.array_equal(got["small.0.head.1.weight"], small["small.0.head.1.weight"])
+    record = side["small_expert"]["exact_tune"]
+    assert side["small_expert"]["farms"] == 1  # the distillation's record is kept
+    assert record["farms"] == 3 and record["sampled_farms"] == 2 and record["tau"] == 0.3
+    assert meta["small_expert"]["exact_tune"] == json.loads(json.dumps(record))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [["--epochs", "0"], ["--tau", "0"], ["--lr", "-1"], ["--farms", "0"], ["--tie-gap", "-1"]],
+)
+def test_bad_options_are_usage_errors(bad: list[str], tmp_path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([*bad, "--model", str(SHIPPED_MODEL), "--out", str(tmp_path / "m")])
+    assert e.value.code == 2
+
+
+def test_a_model_without_an_expert_is_refused(tmp_path) -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    main_only = save_weights({k: v for k, v in w.items() if not k.startswith(SMALL_EXPERT)},
+                             tmp_path / "main")  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        main(["--farms", "1", "--model", str(main_only), "--out", str(tmp_path / "m")])
+    assert e.value.code == 2
