@@ -22,6 +22,9 @@ simulator on the same replication seeds (Student-t 95% interval of the per-repli
 difference). "Below PAS" counts the farms whose interval lies below 0. ``--mid-seeds
 validation`` draws them from :data:`MID_VALIDATION_SEEDS` instead, a disjoint held-out range
 on which variants of the main network can be compared and chosen without the evaluation's farms.
+``--exact-seeds validation`` does the same for the exact part: sampled farms from
+:data:`EXACT_VALIDATION_SEEDS` (the held-out seeds before :data:`EVAL_SEEDS`, where the training
+commands' validation farms lie), and no experiment-1 farms.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -78,6 +81,9 @@ from experiments.common import (  # noqa: E402
 NAME = "generalist_eval"
 #: held-out sampler seeds of the exact evaluation (validation uses HELD_OUT_SEEDS.start + 0..)
 EVAL_SEEDS = range(HELD_OUT_SEEDS.start + 10_000_000, HELD_OUT_SEEDS.start + 20_000_000)
+#: held-out sampler seeds of exact validation farms (choosing among variants of the small-farm
+#: expert; never reported as the evaluation's): the validation farms of the training commands
+EXACT_VALIDATION_SEEDS = range(HELD_OUT_SEEDS.start, EVAL_SEEDS.start)
 #: held-out sampler seeds of the mid-size farms (paired simulation against PAS)
 MID_SEEDS = range(HELD_OUT_SEEDS.start + 20_000_000, HELD_OUT_SEEDS.start + 30_000_000)
 #: held-out sampler seeds of mid-size validation farms (choosing among variants; never reported
@@ -94,11 +100,12 @@ QUICK = {"n_farms": 3, "presets": ("paper-100",), "epochs": (20_000, 20_000), "r
 POLICIES = ("pas", "generalist", "best-priority")
 
 
-def exact_farms(n: int, family: str) -> list[FarmConfig]:
-    """The first ``n`` farms of ``family`` (``sampled`` from :data:`EVAL_SEEDS`, ``random``:
-    experiment 1's seeds 0..) that the exact measure and the optimum can handle."""
+def exact_farms(n: int, family: str, seed_range: range = EVAL_SEEDS) -> list[FarmConfig]:
+    """The first ``n`` farms of ``family`` (``sampled`` from ``seed_range``, :data:`EVAL_SEEDS`
+    or :data:`EXACT_VALIDATION_SEEDS`; ``random``: experiment 1's seeds 0..) that the exact
+    measure and the optimum can handle."""
     out: list[FarmConfig] = []
-    seeds = iter(EVAL_SEEDS if family == "sampled" else range(10**6))
+    seeds = iter(seed_range if family == "sampled" else range(10**6))
     while len(out) < n:
         s = next(seeds)
         c = sample_farm(s) if family == "sampled" else random_farm(s)
@@ -321,6 +328,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="the mid-size farms' held-out range: MID_SEEDS (test) or MID_VALIDATION_SEEDS",
     )
     p.add_argument(
+        "--exact-seeds",
+        choices=("test", "validation"),
+        default="test",
+        help="the exact farms: EVAL_SEEDS and experiment 1's (test) or EXACT_VALIDATION_SEEDS "
+        "(validation: sampled farms only)",
+    )
+    p.add_argument(
         "--presets", default=None, help="comma-separated, name@F = scaled by F; none: no presets"
     )
     a = p.parse_args(argv)
@@ -335,9 +349,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     load_weights(a.model)  # fail now, with the file named, not in a worker
     st = {"model": a.model, "n_farms": n, "presets": list(presets), "epochs": d["epochs"],
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
-          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
+          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
-    tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam)]
+    if a.exact_seeds == "validation":
+        tasks = [(c, "sampled", a.model) for c in exact_farms(n, "sampled", EXACT_VALIDATION_SEEDS)]
+    else:
+        tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam)]
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
     mids = mid_farms(n_mid, MID_VALIDATION_SEEDS if a.mid_seeds == "validation" else MID_SEEDS)

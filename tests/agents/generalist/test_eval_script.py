@@ -69,3 +69,15 @@ def test_validation_mid_farms_are_apart_from_the_evaluations(tmp_path: Path) -> 
     assert names == {c.name for c in ge.mid_farms(2, ge.MID_VALIDATION_SEEDS)}
     assert names.isdisjoint(c.name for c in ge.mid_farms(2))
     assert out["settings"]["mid_seeds"] == "validation"
+
+
+def test_validation_exact_farms_are_sampled_ones_before_the_evaluations(tmp_path: Path) -> None:
+    assert ge.EXACT_VALIDATION_SEEDS.stop == ge.EVAL_SEEDS.start
+    assert ge.EXACT_VALIDATION_SEEDS.start == ge.HELD_OUT_SEEDS.start
+    out = ge.main(["--quick", "--n-farms", "1", "--n-mid", "0", "--presets", "none",
+                   "--exact-seeds", "validation", "--out", str(tmp_path)])  # fmt: skip
+    (row,) = out["rows"]
+    assert row["kind"] == "sampled"
+    assert row["farm"] == ge.exact_farms(1, "sampled", ge.EXACT_VALIDATION_SEEDS)[0].name
+    assert row["farm"] != ge.exact_farms(1, "sampled")[0].name
+    assert out["settings"]["exact_seeds"] == "validation"
