@@ -24,7 +24,7 @@ validation`` draws them from :data:`MID_VALIDATION_SEEDS` instead, a disjoint he
 on which variants of the main network can be compared and chosen without the evaluation's farms.
 ``--exact-seeds validation`` does the same for the exact part: sampled farms from
 :data:`EXACT_VALIDATION_SEEDS` (the held-out seeds before :data:`EVAL_SEEDS`, where the training
-commands' validation farms lie), and no experiment-1 farms.
+commands' validation farms lie) and experiment 1's family from :data:`RANDOM_VALIDATION_SEEDS`.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -84,6 +84,9 @@ EVAL_SEEDS = range(HELD_OUT_SEEDS.start + 10_000_000, HELD_OUT_SEEDS.start + 20_
 #: held-out sampler seeds of exact validation farms (choosing among variants of the small-farm
 #: expert; never reported as the evaluation's): the validation farms of the training commands
 EXACT_VALIDATION_SEEDS = range(HELD_OUT_SEEDS.start, EVAL_SEEDS.start)
+#: seeds of ``random_farm`` for validation: experiment 1's are 0.., training's
+#: ``RANDOM_FARM_TRAIN_SEEDS`` (1,000,000..)
+RANDOM_VALIDATION_SEEDS = range(2_000_000, 3_000_000)
 #: held-out sampler seeds of the mid-size farms (paired simulation against PAS)
 MID_SEEDS = range(HELD_OUT_SEEDS.start + 20_000_000, HELD_OUT_SEEDS.start + 30_000_000)
 #: held-out sampler seeds of mid-size validation farms (choosing among variants; never reported
@@ -100,12 +103,15 @@ QUICK = {"n_farms": 3, "presets": ("paper-100",), "epochs": (20_000, 20_000), "r
 POLICIES = ("pas", "generalist", "best-priority")
 
 
-def exact_farms(n: int, family: str, seed_range: range = EVAL_SEEDS) -> list[FarmConfig]:
-    """The first ``n`` farms of ``family`` (``sampled`` from ``seed_range``, :data:`EVAL_SEEDS`
-    or :data:`EXACT_VALIDATION_SEEDS`; ``random``: experiment 1's seeds 0..) that the exact
-    measure and the optimum can handle."""
+def exact_farms(n: int, family: str, validation: bool = False) -> list[FarmConfig]:
+    """The first ``n`` farms of ``family`` (``sampled`` from :data:`EVAL_SEEDS`, ``random``:
+    experiment 1's seeds 0..; with ``validation``, :data:`EXACT_VALIDATION_SEEDS` and
+    :data:`RANDOM_VALIDATION_SEEDS`) that the exact measure and the optimum can handle."""
     out: list[FarmConfig] = []
-    seeds = iter(seed_range if family == "sampled" else range(10**6))
+    if family == "sampled":
+        seeds = iter(EXACT_VALIDATION_SEEDS if validation else EVAL_SEEDS)
+    else:
+        seeds = iter(RANDOM_VALIDATION_SEEDS if validation else range(10**6))
     while len(out) < n:
         s = next(seeds)
         c = sample_farm(s) if family == "sampled" else random_farm(s)
@@ -331,8 +337,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--exact-seeds",
         choices=("test", "validation"),
         default="test",
-        help="the exact farms: EVAL_SEEDS and experiment 1's (test) or EXACT_VALIDATION_SEEDS "
-        "(validation: sampled farms only)",
+        help="the exact farms: EVAL_SEEDS and experiment 1's seeds 0.. (test) or "
+        "EXACT_VALIDATION_SEEDS and RANDOM_VALIDATION_SEEDS (validation)",
     )
     p.add_argument(
         "--presets", default=None, help="comma-separated, name@F = scaled by F; none: no presets"
@@ -351,10 +357,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
           "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
-    if a.exact_seeds == "validation":
-        tasks = [(c, "sampled", a.model) for c in exact_farms(n, "sampled", EXACT_VALIDATION_SEEDS)]
-    else:
-        tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam)]
+    val = a.exact_seeds == "validation"
+    tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam, val)]
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
     mids = mid_farms(n_mid, MID_VALIDATION_SEEDS if a.mid_seeds == "validation" else MID_SEEDS)

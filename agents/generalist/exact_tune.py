@@ -23,10 +23,11 @@ networks' scores (the average of the expert's members, the way the policy reads 
 Adam, a few epochs from the distilled expert.
 
 Farms: the small-farm stream's training seeds that the exact teacher takes
-(:func:`agents.generalist.labels.exact_seeds`) and, with ``--sampled-farms``, the default
-sampler's training seeds that the expert reads (exponential sizes, no sleep, a chain of at most
-``small.max_states`` states): no labels, so any number of farms costs only their solves, a few
-milliseconds each. Held-out seeds are never drawn.
+(:func:`agents.generalist.labels.exact_seeds`), with ``--sampled-farms`` the default sampler's
+training seeds and with ``--random-farms`` ``random_farm``'s training seeds (from 1,000,000;
+experiment 1's farms are its seeds from 0), each that the expert reads (exponential sizes, no
+sleep, a chain of at most ``small.max_states`` states): no labels, so any number of farms costs
+only their solves, a few milliseconds each. Held-out seeds are never drawn.
 
     python -m agents.generalist.exact_tune --farms 12000 --epochs 2 \\
         --model agents/generalist/models/generalist_table.npz \\
@@ -51,6 +52,7 @@ import numpy as np
 import torch
 
 from agents.generalist.labels import SMALL, exact_seeds
+from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
 from agents.generalist.table_net import (
     SMALL_EXPERT,
     load_weights,
@@ -64,6 +66,7 @@ from baselines.solvers.ctmc import GeneratorSolver
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from envs.observation import level_offsets
+from envs.scenarios import random_farm
 from evaluation.exact import exact_solvable
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "argmax_efficiency",
     "expert_nets",
     "main",
+    "random_seeds",
     "sampled_seeds",
     "soft_efficiency",
     "soft_policy",
@@ -181,17 +185,30 @@ class TuneFarm:
         return z
 
 
+def _readable_seeds(make: Callable[[int], FarmConfig], seeds: range, n: int, cap: int) -> list[int]:
+    out = []
+    for s in seeds:
+        if len(out) == n:
+            break
+        c = make(s)
+        if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, cap):
+            out.append(s)
+    return out
+
+
 def sampled_seeds(n: int, max_states: int, first: int = 0) -> list[int]:
     """The first ``n`` training seeds from ``first`` of the default sampler whose farm the
     small-farm expert reads and the exact chain takes (exponential sizes, no sleep, at most
     ``max_states`` per-server states)."""
-    out, s = [], first
-    while len(out) < n and s < HELD_OUT_SEEDS.start:
-        c = sample_farm(s)
-        if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, max_states):
-            out.append(s)
-        s += 1
-    return out
+    return _readable_seeds(sample_farm, range(first, HELD_OUT_SEEDS.start), n, max_states)
+
+
+def random_seeds(n: int, max_states: int) -> list[int]:
+    """The first ``n`` seeds of ``random_farm`` that training may use
+    (:data:`agents.generalist.oracle.RANDOM_FARM_TRAIN_SEEDS`) whose farm the expert reads and
+    the exact chain takes: another family than the sampler's (1-3 servers a group, buffers 1-3,
+    constant-rate servers)."""
+    return _readable_seeds(random_farm, RANDOM_FARM_TRAIN_SEEDS, n, max_states)
 
 
 def expert_nets(w: dict[str, np.ndarray]) -> list[TableNet]:
@@ -272,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--farms", type=int, default=12000, help="small-stream training farms")
     p.add_argument("--sampled-farms", type=int, default=0,
                    help="default-sampler training farms the expert reads")  # fmt: skip
+    p.add_argument("--random-farms", type=int, default=0,
+                   help="random_farm training farms (seeds from 1,000,000) the expert reads")  # fmt: skip
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--tau", type=float, default=0.3, help="temperature of the soft table")
@@ -288,10 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = build_parser()
     a = p.parse_args(argv)
-    if a.epochs < 1 or a.batch_size < 1 or min(a.farms, a.sampled_farms) < 0:
-        p.error("--epochs/--batch-size: must be >= 1; --farms/--sampled-farms: must be >= 0")
-    if a.farms + a.sampled_farms < 1:
-        p.error("--farms/--sampled-farms: at least one training farm is needed")
+    if a.epochs < 1 or a.batch_size < 1 or min(a.farms, a.sampled_farms, a.random_farms) < 0:
+        p.error("--epochs/--batch-size: must be >= 1; --farms/--sampled-farms/--random-farms: "
+                "must be >= 0")  # fmt: skip
+    if a.farms + a.sampled_farms + a.random_farms < 1:
+        p.error("--farms/--sampled-farms/--random-farms: at least one training farm is needed")
     if not (a.lr > 0 and a.tau > 0) or a.tie_gap < 0:
         p.error("--lr/--tau: must be > 0; --tie-gap: must be >= 0")
     w, meta = load_weights(a.model)  # fail now, naming the file
@@ -306,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sampled = sampled_seeds(a.sampled_farms, cap)
     farms = [TuneFarm.of(s, sample_farm(s, SMALL)) for s in small]
     farms += [TuneFarm.of(s, sample_farm(s)) for s in sampled]
+    randoms = random_seeds(a.random_farms, cap)
+    farms += [TuneFarm.of(s, random_farm(s)) for s in randoms]
     base_meta = {k: v for k, v in meta.items() if k != "features"}
     out: dict[str, Any] = {}
 
@@ -313,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         # after every epoch, atomically: an interrupted run keeps the epochs it finished
         for i, net in enumerate(nets):
             w.update({f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.numpy_weights().items()})
-        record = {"farms": len(small), "sampled_farms": len(sampled), "epochs": epoch + 1,
+        record = {"farms": len(small), "sampled_farms": len(sampled),
+                  "random_farms": len(randoms), "epochs": epoch + 1,
                   "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "batch_size": a.batch_size, "seed": a.seed,
                   "mean_log_eff": [round(h, 6) for h in history],
                   "cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
 from experiments import generalist_eval as ge
 
 
@@ -71,13 +72,14 @@ def test_validation_mid_farms_are_apart_from_the_evaluations(tmp_path: Path) -> 
     assert out["settings"]["mid_seeds"] == "validation"
 
 
-def test_validation_exact_farms_are_sampled_ones_before_the_evaluations(tmp_path: Path) -> None:
+def test_validation_exact_farms_are_apart_from_the_evaluations(tmp_path: Path) -> None:
     assert ge.EXACT_VALIDATION_SEEDS.stop == ge.EVAL_SEEDS.start
     assert ge.EXACT_VALIDATION_SEEDS.start == ge.HELD_OUT_SEEDS.start
+    assert ge.RANDOM_VALIDATION_SEEDS.start >= RANDOM_FARM_TRAIN_SEEDS.stop
     out = ge.main(["--quick", "--n-farms", "1", "--n-mid", "0", "--presets", "none",
                    "--exact-seeds", "validation", "--out", str(tmp_path)])  # fmt: skip
-    (row,) = out["rows"]
-    assert row["kind"] == "sampled"
-    assert row["farm"] == ge.exact_farms(1, "sampled", ge.EXACT_VALIDATION_SEEDS)[0].name
-    assert row["farm"] != ge.exact_farms(1, "sampled")[0].name
+    got = {r["kind"]: r["farm"] for r in out["rows"]}
+    assert got == {f: ge.exact_farms(1, f, validation=True)[0].name for f in ("sampled", "random")}
+    assert got["sampled"] != ge.exact_farms(1, "sampled")[0].name
+    assert got["random"] == "random-2000000"
     assert out["settings"]["exact_seeds"] == "validation"

@@ -16,6 +16,7 @@ from agents.generalist.exact_tune import (  # noqa: E402
     argmax_efficiency,
     expert_nets,
     main,
+    random_seeds,
     sampled_seeds,
     soft_efficiency,
     soft_policy,
@@ -23,6 +24,7 @@ from agents.generalist.exact_tune import (  # noqa: E402
     tune,
 )
 from agents.generalist.labels import SMALL, exact_seeds  # noqa: E402
+from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     SMALL_EXPERT,
@@ -35,6 +37,7 @@ from agents.generalist.table_net import (  # noqa: E402
 from agents.generalist.table_torch import TableNet  # noqa: E402
 from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from envs.scenarios import random_farm  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
 
 
@@ -126,12 +129,18 @@ def test_sampled_seeds_are_training_farms_the_expert_reads() -> None:
         assert c.job_size.is_exponential and exact_solvable(c, 5_000)
 
 
+def test_random_seeds_are_training_seeds_of_the_other_family() -> None:
+    seeds = random_seeds(3, 5_000)
+    assert len(seeds) == 3 and all(s in RANDOM_FARM_TRAIN_SEEDS for s in seeds)
+    assert all(exact_solvable(random_farm(s), 5_000) for s in seeds)
+
+
 def test_the_command_rewrites_the_expert_and_keeps_the_main_network(tmp_path) -> None:
     w, _ = load_weights(SHIPPED_MODEL)
     small = {k: v for k, v in w.items() if not k.startswith(SMALL_EXPERT) or k.startswith(
         (SMALL_EXPERT + "0.", SMALL_EXPERT + "max_states"))}  # fmt: skip
     model = save_weights(small, tmp_path / "base", small_expert={"farms": 1})
-    meta = main(["--farms", "3", "--sampled-farms", "2", "--epochs", "1", "--lr", "1e-3",
+    meta = main(["--farms", "3", "--sampled-farms", "2", "--random-farms", "1", "--epochs", "1", "--lr", "1e-3",
                  "--model", str(model), "--out", str(tmp_path / "tuned")])  # fmt: skip
     got, side = load_weights(tmp_path / "tuned")
     assert set(got) == set(small)
@@ -139,13 +148,25 @@ def test_the_command_rewrites_the_expert_and_keeps_the_main_network(tmp_path) ->
     assert not np.array_equal(got["small.0.head.1.weight"], small["small.0.head.1.weight"])
     record = side["small_expert"]["exact_tune"]
     assert side["small_expert"]["farms"] == 1  # the distillation's record is kept
-    assert record["farms"] == 3 and record["sampled_farms"] == 2 and record["tau"] == 0.3
+    assert (
+        record["farms"] == 3
+        and record["sampled_farms"] == 2
+        and record["random_farms"] == 1
+        and record["tau"] == 0.3
+    )
     assert meta["small_expert"]["exact_tune"] == json.loads(json.dumps(record))
 
 
 @pytest.mark.parametrize(
     "bad",
-    [["--epochs", "0"], ["--tau", "0"], ["--lr", "-1"], ["--farms", "0"], ["--tie-gap", "-1"]],
+    [
+        ["--epochs", "0"],
+        ["--tau", "0"],
+        ["--lr", "-1"],
+        ["--farms", "0"],
+        ["--tie-gap", "-1"],
+        ["--random-farms", "-1"],
+    ],
 )
 def test_bad_options_are_usage_errors(bad: list[str], tmp_path) -> None:
     with pytest.raises(SystemExit) as e:
