@@ -34,7 +34,9 @@ only their solves, a few milliseconds each. Held-out seeds are never drawn.
         --out agents/generalist/models/generalist_table
 
 rewrites the model's small-farm expert (its main network is kept bit for bit) and records the
-tuning in the sidecar (``small_expert.exact_tune``).
+tuning in the sidecar (``small_expert.exact_tune``). With ``--keep-start`` the tuned networks
+are written beside the start's instead (``small.5.`` .. after ``small.0.`` .. ``small.4.``),
+and the expert averages all of them: the distilled and the tuned members' errors differ.
 """
 
 from __future__ import annotations
@@ -296,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tau", type=float, default=0.3, help="temperature of the soft table")
     p.add_argument("--tie-gap", type=float, default=0.0,
                    help="settle entries whose scores are nearer than this on the tables (0: off)")  # fmt: skip
+    p.add_argument("--keep-start", action="store_true",
+                   help="write the tuned networks beside the start's (scores averaged over all)")  # fmt: skip
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="agents/generalist/models/generalist_table.npz",
@@ -333,11 +337,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     def save(epoch: int, history: list[float]) -> None:
         # after every epoch, atomically: an interrupted run keeps the epochs it finished
+        first = len(nets) if a.keep_start else 0  # the start's members keep their places
         for i, net in enumerate(nets):
-            w.update({f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.numpy_weights().items()})
+            w.update({f"{SMALL_EXPERT}{first + i}.{k}": v for k, v in net.numpy_weights().items()})
         record = {"farms": len(small), "sampled_farms": len(sampled),
                   "random_farms": len(randoms), "epochs": epoch + 1,
-                  "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "batch_size": a.batch_size, "seed": a.seed,
+                  "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "keep_start": a.keep_start, "batch_size": a.batch_size, "seed": a.seed,
                   "mean_log_eff": [round(h, 6) for h in history],
                   "cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
         expert = dict(meta.get("small_expert") or {}) | {"exact_tune": record}

@@ -129,6 +129,20 @@ def test_sampled_seeds_are_training_farms_the_expert_reads() -> None:
         assert c.job_size.is_exponential and exact_solvable(c, 5_000)
 
 
+def test_keep_start_writes_the_tuned_networks_beside_the_start(tmp_path) -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    one = {k: v for k, v in w.items() if not k.startswith(SMALL_EXPERT) or k.startswith(
+        (SMALL_EXPERT + "0.", SMALL_EXPERT + "max_states"))}  # fmt: skip
+    model = save_weights(one, tmp_path / "base", small_expert={"farms": 1})
+    main(["--farms", "2", "--epochs", "1", "--lr", "1e-3", "--keep-start",
+          "--model", str(model), "--out", str(tmp_path / "tuned")])  # fmt: skip
+    got, side = load_weights(tmp_path / "tuned")
+    assert members(got, SMALL_EXPERT) == [SMALL_EXPERT + "0.", SMALL_EXPERT + "1."]
+    assert all(np.array_equal(got[k], one[k]) for k in one)  # the start, bit for bit
+    assert not np.array_equal(got["small.1.head.1.weight"], one["small.0.head.1.weight"])
+    assert side["small_expert"]["exact_tune"]["keep_start"] is True
+
+
 def test_random_seeds_are_training_seeds_of_the_other_family() -> None:
     seeds = random_seeds(3, 5_000)
     assert len(seeds) == 3 and all(s in RANDOM_FARM_TRAIN_SEEDS for s in seeds)
