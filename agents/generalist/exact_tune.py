@@ -17,7 +17,9 @@ with h the relative values of the reward ``W - E P`` (``Q h = -(W - E P)``),
 
     dE / dp[s, j, a] = pi_s lambda_j (h[next(s, a)] - h[s]) / (pi . P),
 
-and the softmax's Jacobian carries it to the scores. The tuner (:func:`tune`) ascends the mean
+and the softmax's Jacobian carries it to the scores. The scores may also be one table per job
+type (float[J, A]), with the same exact gradient: a table per type lifts the one-table floor
+that some farms have (docs/generalist.md), and needs no labels to be tuned. The tuner (:func:`tune`) ascends the mean
 of ``log E`` over training farms (each farm weighs the same in relative terms), through the
 networks' scores (the average of the expert's members, the way the policy reads them), with
 Adam, a few epochs from the distilled expert.
@@ -85,11 +87,22 @@ __all__ = [
 ]
 
 
+def _per_type(space: AggregatedSpace, z: np.ndarray) -> np.ndarray:
+    """float64[J, A]: scores ``z`` of one table (float[A], shared by every job type) or of one
+    table per job type (float[J, A])."""
+    z = np.asarray(z, dtype=np.float64)
+    shape = (len(space.lam), space.n_actions)
+    if z.shape not in (shape, shape[1:]):
+        raise ValueError(f"z: scores of shape {shape[1:]} or {shape} expected, got {z.shape}")
+    return np.broadcast_to(z, shape)
+
+
 def soft_policy(space: AggregatedSpace, z: np.ndarray, tau: float) -> np.ndarray:
     """float64[N, J, A]: ``softmax(z / tau)`` over the available entries of each state and job
-    type (zero where none is available: the arrival is lost)."""
+    type (zero where none is available: the arrival is lost); ``z`` is one table (float[A]) or
+    one per job type (float[J, A])."""
     valid = space.valid
-    logits = np.where(valid, (np.asarray(z, dtype=np.float64) / tau)[None, None, :], -np.inf)
+    logits = np.where(valid, (_per_type(space, z) / tau)[None, :, :], -np.inf)
     top = logits.max(axis=2, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
     e = np.where(valid, np.exp(logits - top), 0.0)
@@ -99,8 +112,9 @@ def soft_policy(space: AggregatedSpace, z: np.ndarray, tau: float) -> np.ndarray
 
 def soft_efficiency(space: AggregatedSpace, z: np.ndarray, tau: float) -> tuple[float, np.ndarray]:
     """(E, dE/dz): the exact stationary efficiency of the soft table ``softmax(z / tau)``
-    (:func:`soft_policy`) and its gradient in the scores ``z`` (float64[A], one per action
-    ``level_offsets[k] + b``), from the relative values of ``W - E P`` (see the module doc)."""
+    (:func:`soft_policy`) and its gradient in the scores ``z``, of ``z``'s shape: float64[A],
+    one per action ``level_offsets[k] + b``, or float64[J, A], a table per job type. From the
+    relative values of ``W - E P`` (see the module doc)."""
     if not tau > 0:
         raise ValueError(f"tau: must be > 0, got {tau}")
     p = soft_policy(space, z, tau)
@@ -113,13 +127,15 @@ def soft_efficiency(space: AggregatedSpace, z: np.ndarray, tau: float) -> tuple[
     h_next = np.where(nxt >= 0, h[nxt.clip(0)], 0.0)  # [N, A]; h[s] cancels in the softmax
     g = pi[:, None, None] * space.lam[None, :, None] * h_next[:, None, :] / power
     centred = g - (p * g).sum(axis=2, keepdims=True)
-    return eff, (p * centred).sum(axis=(0, 1)) / tau
+    dz = (p * centred).sum(axis=0) / tau  # [J, A]
+    return eff, dz if np.ndim(z) == 2 else dz.sum(axis=0)
 
 
 def argmax_efficiency(space: AggregatedSpace, z: np.ndarray) -> float:
     """The exact efficiency of the table ``z`` itself (each arrival to its best available
-    entry): the soft table's limit as ``tau -> 0``."""
-    scores = np.where(space.valid, np.asarray(z, dtype=np.float64)[None, None, :], -np.inf)
+    entry; one table float[A] or one per job type float[J, A]): the soft table's limit as
+    ``tau -> 0``."""
+    scores = np.where(space.valid, _per_type(space, z)[None, :, :], -np.inf)
     choice = np.where(space.has_vacancy, scores.argmax(axis=2), -1)
     pi = GeneratorSolver(space.generator(choice)).stationary()
     return float(pi @ space.W) / float(pi @ space.P)
