@@ -25,6 +25,9 @@ on which variants of the main network can be compared and chosen without the eva
 ``--exact-seeds validation`` does the same for the exact part: sampled farms from
 :data:`EXACT_VALIDATION_SEEDS` (the held-out seeds before :data:`EVAL_SEEDS`, where the training
 commands' validation farms lie) and experiment 1's family from :data:`RANDOM_VALIDATION_SEEDS`.
+``--polish STEPS`` adds, on each exact farm, the generalist's table polished on the farm by
+``STEPS`` steps of exact gradient ascent of its soft table (``polished``, with its CPU time): a
+per-farm search like best-priority's, not the generalist.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -57,13 +60,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
+from agents.generalist.exact_tune import polish  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
 from agents.generalist.table_net import load_weights  # noqa: E402
 from baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from baselines.pas import PASPolicy, pas_table  # noqa: E402
 from baselines.priority import PriorityPolicy  # noqa: E402
+from baselines.solvers.aggregated import AggregatedSpace  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from envs.observation import level_offsets  # noqa: E402
 from envs.scenarios import load_scenario, random_farm  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
 from evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
@@ -163,9 +169,24 @@ def mid_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
             "vs_pas_ci95_pct": half}  # fmt: skip
 
 
-def exact_task(task: tuple[FarmConfig, str, str]) -> dict[str, Any]:
-    """Exact efficiencies of the policies and the optimum on one small farm (server mode)."""
-    config, family, model = task
+def polished_table(config: FarmConfig, table: np.ndarray, steps: int) -> np.ndarray:
+    """``table`` (float[K, Bmax+1]) after ``steps`` of exact gradient ascent of its soft table
+    on ``config`` (:func:`agents.generalist.exact_tune.polish`): a per-farm search from the
+    generalist's table, not the generalist."""
+    space = AggregatedSpace(config)
+    off = level_offsets(config)
+    group = np.repeat(np.arange(config.n_groups), np.diff(off))
+    level = np.arange(off[-1]) - off[group]
+    z, _ = polish(space, table[group, level], steps=steps)
+    out = np.full_like(table, float(z.min()) - 1.0)
+    out[group, level] = z
+    return out
+
+
+def exact_task(task: tuple[FarmConfig, str, str, int]) -> dict[str, Any]:
+    """Exact efficiencies of the policies and the optimum on one small farm (server mode);
+    with ``polish`` > 0 also the generalist's table polished on the farm (``polished``)."""
+    config, family, model, steps = task
     row: dict[str, Any] = {"kind": family, "farm": config.name, "n_servers": config.n_servers,
                            "n_groups": config.n_groups}  # fmt: skip
     try:
@@ -181,6 +202,13 @@ def exact_task(task: tuple[FarmConfig, str, str]) -> dict[str, Any]:
     for who, pol in pols.items():
         eff = measure(pol, config, action_mode="server", method="exact").efficiency
         row |= {who: eff, f"{who}_gap_pct": shortfall_pct(eff, opt)}
+    if steps:
+        c0 = time.process_time()
+        table = polished_table(config, pols["generalist"].priority_table(), steps)
+        eff = measure(PriorityPolicy(config, table=table), config, action_mode="server",
+                      method="exact").efficiency  # fmt: skip
+        row |= {"polished": eff, "polished_gap_pct": shortfall_pct(eff, opt),
+                "polish_cpu_s": time.process_time() - c0}  # fmt: skip
     row["generalist_vs_pas_pct"] = 100.0 * (row["generalist"] - row["pas"]) / row["pas"]
     row["generalist_at_least_pas"] = bool(row["generalist"] >= row["pas"] * (1 - 1e-9))
     return row
@@ -273,9 +301,13 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             continue
         skipped = sum(r["kind"] == fam and "skipped" in r for r in rows)
         s: dict[str, Any] = {"farms": len(small), "skipped (no optimum)": skipped}
-        for who in POLICIES:
+        for who in (*POLICIES, "polished"):
+            if f"{who}_gap_pct" not in small[0]:
+                continue
             g = np.array([r[f"{who}_gap_pct"] for r in small])
             s[who] = {"mean_gap_pct": float(g.mean()), "worst_gap_pct": float(g.max())}
+        if "polish_cpu_s" in small[0]:
+            s["polished"]["cpu_s"] = float(sum(r["polish_cpu_s"] for r in small))
         v = np.array([r["generalist_vs_pas_pct"] for r in small])
         s["generalist"] |= {"share_at_least_pas": float(np.mean([r["generalist_at_least_pas"]
                                                                   for r in small])),
@@ -341,6 +373,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "EXACT_VALIDATION_SEEDS and RANDOM_VALIDATION_SEEDS (validation)",
     )
     p.add_argument(
+        "--polish",
+        type=int,
+        default=0,
+        help="also the generalist's table polished on each exact farm by this many steps of "
+        "exact gradient ascent (a per-farm search; 0: off)",
+    )
+    p.add_argument(
         "--presets", default=None, help="comma-separated, name@F = scaled by F; none: no presets"
     )
     a = p.parse_args(argv)
@@ -350,15 +389,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     presets = () if presets == ("none",) else presets
     n = d["n_farms"] if a.n_farms is None else a.n_farms  # 0: no exact farms
     n_mid = d["n_mid"] if a.n_mid is None else a.n_mid
-    if min(n, n_mid) < 0:
-        p.error("--n-farms/--n-mid: must be >= 0")
+    if min(n, n_mid, a.polish) < 0:
+        p.error("--n-farms/--n-mid/--polish: must be >= 0")
     load_weights(a.model)  # fail now, with the file named, not in a worker
     st = {"model": a.model, "n_farms": n, "presets": list(presets), "epochs": d["epochs"],
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
-          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
+          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "polish": a.polish, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
     val = a.exact_seeds == "validation"
-    tasks = [(c, fam, a.model) for fam in ("sampled", "random") for c in exact_farms(n, fam, val)]
+    tasks = [(c, fam, a.model, a.polish) for fam in ("sampled", "random")
+             for c in exact_farms(n, fam, val)]  # fmt: skip
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
     mids = mid_farms(n_mid, MID_VALIDATION_SEEDS if a.mid_seeds == "validation" else MID_SEEDS)

@@ -78,6 +78,7 @@ __all__ = [
     "argmax_efficiency",
     "expert_nets",
     "main",
+    "polish",
     "random_seeds",
     "sampled_seeds",
     "soft_efficiency",
@@ -247,6 +248,33 @@ def _batch_scores(nets: Sequence[TableNet], batch: Sequence[TuneFarm]) -> torch.
     x, group, farm = torch.cat([f.x for f in batch]), torch.cat(groups), torch.cat(farms)
     which = farm if len(batch) > 1 else None
     return torch.stack([n.correction(x, group, which) for n in nets]).mean(0)
+
+
+def polish(
+    space: AggregatedSpace, z: np.ndarray, steps: int = 400, lr: float = 0.5, tau: float = 1.0
+) -> tuple[np.ndarray, float]:
+    """(scores, exact efficiency of their table): the scores of one farm's table (float[A], or
+    float[J, A] a table per job type) after ``steps`` of Adam on the exact ``log E`` of their
+    soft table, keeping the best table seen (measured by :func:`argmax_efficiency`).
+
+    A per-farm search, not the generalist: it measures how far the farm's table class reaches
+    from a start (e.g. the network's table), with no labels.
+    """
+    if steps < 0 or not (lr > 0 and tau > 0):
+        raise ValueError(f"steps/lr/tau: need steps >= 0 and lr, tau > 0, got {steps}, {lr}, {tau}")
+    x = torch.tensor(np.asarray(z, dtype=np.float64), requires_grad=True)
+    opt = torch.optim.Adam([x], lr=lr)
+    best_z = x.detach().numpy().copy()
+    best = argmax_efficiency(space, best_z)
+    for _ in range(steps):
+        eff, dz = soft_efficiency(space, x.detach().numpy(), tau)
+        opt.zero_grad()
+        x.grad = torch.as_tensor(-dz / eff)
+        opt.step()
+        e = argmax_efficiency(space, x.detach().numpy())
+        if e > best:
+            best, best_z = e, x.detach().numpy().copy()
+    return best_z, best
 
 
 def tune(

@@ -13,18 +13,24 @@ from experiments import generalist_eval as ge
 
 def test_exact_rows_are_consistent_with_the_optimum() -> None:
     farms = ge.exact_farms(2, "sampled")
-    rows = [ge.exact_task((c, "sampled", str(ge.SHIPPED_MODEL))) for c in farms]
+    rows = [ge.exact_task((c, "sampled", str(ge.SHIPPED_MODEL), 20)) for c in farms]
     rows = [r for r in rows if "skipped" not in r]
     assert rows
     for r in rows:  # nothing beats the exact optimum; the gaps are what the values say
-        assert r["optimum"] >= max(r[w] for w in ge.POLICIES) - 1e-9
-        for who in ge.POLICIES:
+        assert r["optimum"] >= max(r[w] for w in (*ge.POLICIES, "polished")) - 1e-9
+        # the polish keeps the best table it has seen, the generalist's among them
+        assert r["polished"] >= r["generalist"] * (1 - 1e-9) and r["polish_cpu_s"] >= 0
+        for who in (*ge.POLICIES, "polished"):
             assert r[f"{who}_gap_pct"] == pytest.approx(
                 100 * (r["optimum"] - r[who]) / r["optimum"]
             )
     s = ge.summarize(rows)["sampled"]
     assert s["farms"] == len(rows)
     assert s["generalist"]["worst_gap_pct"] == max(r["generalist_gap_pct"] for r in rows)
+    assert s["polished"]["worst_gap_pct"] == max(r["polished_gap_pct"] for r in rows)
+    assert ge.summarize([{k: v for k, v in r.items() if not k.startswith("polish")} for r in rows])[
+        "sampled"
+    ].keys() == {"farms", "skipped (no optimum)", *ge.POLICIES}
 
 
 def test_scaled_presets_and_their_search_farm() -> None:

@@ -16,6 +16,7 @@ from agents.generalist.exact_tune import (  # noqa: E402
     argmax_efficiency,
     expert_nets,
     main,
+    polish,
     random_seeds,
     sampled_seeds,
     soft_efficiency,
@@ -101,6 +102,17 @@ def test_a_table_per_job_type_has_its_exact_gradient_too() -> None:
     )
     with pytest.raises(ValueError, match="z: scores of shape"):
         soft_efficiency(space, np.zeros(space.n_actions + 1), 0.5)
+
+
+def test_polish_climbs_from_a_poor_table_and_keeps_the_best_seen() -> None:
+    space = _space()
+    z = -np.arange(space.n_actions, dtype=float)  # an arbitrary order
+    start = argmax_efficiency(space, z)
+    got, eff = polish(space, z, steps=30)
+    assert eff == argmax_efficiency(space, got) and eff >= start
+    assert polish(space, z, steps=0)[1] == start
+    with pytest.raises(ValueError, match="steps/lr/tau"):
+        polish(space, z, steps=-1)
 
 
 def test_a_cold_soft_table_is_the_argmax_table() -> None:
