@@ -69,7 +69,6 @@ from baselines.priority import PriorityPolicy  # noqa: E402
 from baselines.solvers.aggregated import AggregatedSpace  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
-from envs.observation import level_offsets  # noqa: E402
 from envs.scenarios import load_scenario, random_farm  # noqa: E402
 from evaluation.exact import exact_solvable  # noqa: E402
 from evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
@@ -174,12 +173,10 @@ def polished_table(config: FarmConfig, table: np.ndarray, steps: int) -> np.ndar
     on ``config`` (:func:`agents.generalist.exact_tune.polish`): a per-farm search from the
     generalist's table, not the generalist."""
     space = AggregatedSpace(config)
-    off = level_offsets(config)
-    group = np.repeat(np.arange(config.n_groups), np.diff(off))
-    level = np.arange(off[-1]) - off[group]
-    z, _ = polish(space, table[group, level], steps=steps)
+    entries = space.act_k, space.act_b  # action a is (group, level) entries[:, a]
+    z, _ = polish(space, table[entries], steps=steps)
     out = np.full_like(table, float(z.min()) - 1.0)
-    out[group, level] = z
+    out[entries] = z
     return out
 
 

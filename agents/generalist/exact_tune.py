@@ -18,8 +18,7 @@ with h the relative values of the reward ``W - E P`` (``Q h = -(W - E P)``),
     dE / dp[s, j, a] = pi_s lambda_j (h[next(s, a)] - h[s]) / (pi . P),
 
 and the softmax's Jacobian carries it to the scores. The scores may also be one table per job
-type (float[J, A]), with the same exact gradient: a table per type lifts the one-table floor
-that some farms have (docs/generalist.md), and needs no labels to be tuned. The tuner (:func:`tune`) ascends the mean
+type (float[J, A]), with the same exact gradient, and need no labels to be tuned. The tuner (:func:`tune`) ascends the mean
 of ``log E`` over training farms (each farm weighs the same in relative terms), through the
 networks' scores (the average of the expert's members, the way the policy reads them), with
 Adam, a few epochs from the distilled expert.
@@ -65,7 +64,7 @@ from agents.generalist.table_net import (
     table_features,
 )
 from agents.generalist.table_torch import TableNet
-from baselines.solvers.aggregated import AggregatedSpace
+from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated
 from baselines.solvers.ctmc import GeneratorSolver
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
@@ -137,9 +136,7 @@ def argmax_efficiency(space: AggregatedSpace, z: np.ndarray) -> float:
     entry; one table float[A] or one per job type float[J, A]): the soft table's limit as
     ``tau -> 0``."""
     scores = np.where(space.valid, _per_type(space, z)[None, :, :], -np.inf)
-    choice = np.where(space.has_vacancy, scores.argmax(axis=2), -1)
-    pi = GeneratorSolver(space.generator(choice)).stationary()
-    return float(pi @ space.W) / float(pi @ space.P)
+    return evaluate_aggregated(space, np.where(space.has_vacancy, scores.argmax(axis=2), -1))[0]
 
 
 def tie_gradient(
