@@ -39,6 +39,7 @@ __all__ = [
     "cost_efficiency",
     "exact_evaluation",
     "exact_solvable",
+    "exact_table_solvable",
     "exact_unsupported_reason",
     "overall_blocking",
     "policy_decisions",
@@ -86,6 +87,14 @@ def exact_unsupported_reason(config: FarmConfig, max_states: int = EXACT_MAX_STA
 def exact_solvable(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> bool:
     """True when the per-server CTMC of ``config`` is exactly Markov and at most ``max_states``."""
     return exact_unsupported_reason(config, max_states) is None
+
+
+def exact_table_solvable(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> bool:
+    """True when a priority table's exact evaluation (the aggregated chain of
+    :mod:`baselines.solvers.aggregated`) covers ``config``: :func:`exact_solvable` and no
+    group sleeps (the chain has no setup states). The farms the small-farm expert is trained,
+    tuned and measured on."""
+    return not config.has_sleep and exact_solvable(config, max_states)
 
 
 def as_predictor(policy: Any) -> Predictor:

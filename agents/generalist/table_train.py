@@ -78,7 +78,7 @@ from baselines.pas import pas_table
 from baselines.priority import PriorityPolicy
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from evaluation.exact import exact_solvable
+from evaluation.exact import exact_table_solvable
 from evaluation.measure import measure
 from evaluation.parallel import parallel_map
 
@@ -205,7 +205,7 @@ class Validation:
         while len(self.farms) < n:
             c = sample_farm(seed)
             seed += 1
-            if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, 5_000):
+            if exact_table_solvable(c, 5_000):
                 self.farms.append(c)
         self.pas = np.array([self._eff(c, pas_table(c)) for c in self.farms])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,12 @@ from baselines.registry import make_policy
 from baselines.solvers.ctmc import n_full_states
 from envs import ServerFarmEnv, load_scenario
 from envs.observation import encode_occupancy
-from evaluation.exact import exact_evaluation, exact_unsupported_reason, policy_decisions
+from evaluation.exact import (
+    exact_evaluation,
+    exact_table_solvable,
+    exact_unsupported_reason,
+    policy_decisions,
+)
 from evaluation.harness import evaluate_exact
 from tests.helpers.env import expected_mask, expected_obs
 from tests.helpers.farms import random_env_configs
@@ -119,6 +125,17 @@ def test_reasons_when_the_chain_is_not_exact():
     det = load_scenario("tiny").with_job_size({"distribution": "deterministic"})
     with pytest.raises(ValueError, match="not exponential"):
         exact_evaluation(make_policy("pas", "tiny"), det)
+
+
+def test_a_table_is_exact_where_the_chain_is_and_no_group_sleeps():
+    tiny = load_scenario("tiny")
+    assert exact_table_solvable(tiny)
+    assert not exact_table_solvable(tiny, max_states=n_full_states(tiny) - 1)
+    sleepy = load_scenario(
+        str(Path(__file__).resolve().parents[2] / "scenarios" / "sleep-tiny.yaml")
+    )
+    assert sleepy.has_sleep and not exact_table_solvable(sleepy)
+    assert not exact_table_solvable(tiny.with_job_size({"distribution": "deterministic"}))
 
 
 def test_cli_exact_json_has_zero_intervals(tmp_path, capsys):
