@@ -60,17 +60,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from agents.generalist.exact_tune import polish  # noqa: E402
+from agents.generalist.exact_tune import polished_table  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
 from agents.generalist.table_net import load_weights  # noqa: E402
 from baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from baselines.pas import PASPolicy, pas_table  # noqa: E402
 from baselines.priority import PriorityPolicy  # noqa: E402
-from baselines.solvers.aggregated import AggregatedSpace  # noqa: E402
 from envs.config import FarmConfig  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.scenarios import load_scenario, random_farm  # noqa: E402
-from evaluation.exact import exact_solvable  # noqa: E402
+from evaluation.exact import exact_table_solvable  # noqa: E402
 from evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
 from evaluation.references import optimum_solution  # noqa: E402
 from evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
@@ -120,7 +119,7 @@ def exact_farms(n: int, family: str, validation: bool = False) -> list[FarmConfi
     while len(out) < n:
         s = next(seeds)
         c = sample_farm(s) if family == "sampled" else random_farm(s)
-        if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, MAX_STATES):
+        if exact_table_solvable(c, MAX_STATES):
             out.append(c)
     return out
 
@@ -166,18 +165,6 @@ def mid_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
             "n_groups": config.n_groups, "pas": est["pas"].efficiency,
             "generalist": est["generalist"].efficiency, "vs_pas_pct": vs,
             "vs_pas_ci95_pct": half}  # fmt: skip
-
-
-def polished_table(config: FarmConfig, table: np.ndarray, steps: int) -> np.ndarray:
-    """``table`` (float[K, Bmax+1]) after ``steps`` of exact gradient ascent of its soft table
-    on ``config`` (:func:`agents.generalist.exact_tune.polish`): a per-farm search from the
-    generalist's table, not the generalist."""
-    space = AggregatedSpace(config)
-    entries = space.act_k, space.act_b  # action a is (group, level) entries[:, a]
-    z, _ = polish(space, table[entries], steps=steps)
-    out = np.full_like(table, float(z.min()) - 1.0)
-    out[entries] = z
-    return out
 
 
 def exact_task(task: tuple[FarmConfig, str, str, int]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ writes a model file with the base file's main network and this expert (``small.*
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.generalist.exact_tune import polished_table
 from agents.generalist.labels import (
     EXACT_SEARCH,
     SMALL,
@@ -54,6 +56,7 @@ from agents.generalist.labels import (
     pair_costs,
     pair_weights,
 )
+from agents.generalist.policy import generalist_table
 from agents.generalist.table_net import (
     FEATURES,
     SMALL_EXPERT,
@@ -73,11 +76,21 @@ from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 __all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
 
 
-def exact_labels(seed: int, direct: bool = False) -> dict[str, Any]:
+def exact_labels(
+    seed: int,
+    direct: bool = False,
+    start: dict[str, np.ndarray] | None = None,
+    polish_steps: int = 100,
+) -> dict[str, Any]:
     """A training example of the small-farm stream's farm ``seed`` (the exact teacher must reach
     it): features, the teacher's table, its pairs and their weights: the neighbours' exchanges
     between the two (:func:`pair_weights`) or, ``direct``, the two's own exchange
-    (:func:`agents.generalist.labels.pair_costs`)."""
+    (:func:`agents.generalist.labels.pair_costs`).
+
+    The teacher's table: ``best-priority``'s exact search, or with ``start`` (a model's
+    weights) that model's table on the farm polished by ``polish_steps`` steps of exact
+    gradient ascent (:func:`agents.generalist.exact_tune.polished_table`; never worse than the
+    model's own table, since the best table seen is kept)."""
     if seed >= HELD_OUT_SEEDS.start:
         raise ValueError(
             f"seed: {seed} is held out (training seeds are below {HELD_OUT_SEEDS.start})"
@@ -87,7 +100,10 @@ def exact_labels(seed: int, direct: bool = False) -> dict[str, Any]:
     if method != "exact":
         raise ValueError(f"seed: the small-stream farm {seed} is beyond the exact teacher")
     t0 = time.process_time()
-    table = search_best_table(config, EXACT_SEARCH).table
+    if start is None:
+        table = search_best_table(config, EXACT_SEARCH).table
+    else:
+        table = polished_table(config, generalist_table(config, weights=start), polish_steps)
     x, group, level = table_features(config)
     ordered, tied = entry_pairs(config, group, level, table)
     weigh = pair_costs if direct else pair_weights
@@ -98,13 +114,26 @@ def exact_labels(seed: int, direct: bool = False) -> dict[str, Any]:
 
 
 def label_all(
-    seeds: Sequence[int], cache: Path | None, direct: bool = False
+    seeds: Sequence[int],
+    cache: Path | None,
+    direct: bool = False,
+    start: str | Path | None = None,
+    polish_steps: int = 100,
 ) -> list[dict[str, Any]]:
     """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` (``direct``:
     ``exactx-SEED.npz``) each in ``cache`` (:func:`agents.generalist.labels.cached_labels`:
-    atomic, resumable; the features are recomputed from the farm)."""
-    make = lambda s: exact_labels(s, direct)  # noqa: E731
-    return cached_labels(seeds, cache, "exactx" if direct else "exact", make, SMALL)
+    atomic, resumable; the features are recomputed from the farm). With ``start`` (a model
+    file) the teacher is that model's table polished on each farm; its files are named by the
+    steps and the model file's digest (``exactp100-1a2b3c4d-SEED.npz``), so labels of another
+    start are never read."""
+    stem = "exactx" if direct else "exact"
+    weights = None
+    if start is not None:
+        weights = load_weights(start)[0]
+        digest = hashlib.sha256(Path(start).read_bytes()).hexdigest()[:8]
+        stem = f"{stem}p{polish_steps}-{digest}"
+    make = lambda s: exact_labels(s, direct, weights, polish_steps)  # noqa: E731
+    return cached_labels(seeds, cache, stem, make, SMALL)
 
 
 def merge_expert(
@@ -133,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="weigh a pair by its own exchange (labels.pair_costs), not its neighbours'",
     )
+    p.add_argument(
+        "--polish-from",
+        default=None,
+        metavar="MODEL",
+        help="teacher: MODEL's table polished on each farm (exact gradient), not best-priority",
+    )
+    p.add_argument("--polish-steps", type=int, default=100, help="steps of --polish-from")
     p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
                    help="model whose main network the output keeps")  # fmt: skip
     p.add_argument("--cache", default="runs/table-labels", help="labels, one file a farm")
@@ -145,8 +181,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     a = p.parse_args(argv)
     if min(a.farms, a.epochs) < 1:
         p.error("--farms/--epochs: must be >= 1")
-    if min(a.first, a.floor) < 0 or a.lr <= 0:
-        p.error("--first/--floor: must be >= 0; --lr: must be > 0")
+    if min(a.first, a.floor, a.polish_steps) < 0 or a.lr <= 0:
+        p.error("--first/--floor/--polish-steps: must be >= 0; --lr: must be > 0")
+    if a.polish_from is not None and not Path(a.polish_from).is_file():
+        p.error(f"--polish-from: no model file {a.polish_from}")
     check_network_options(p, a)
     base, base_meta = load_weights(a.base)  # fail now, naming the file
     torch.set_num_threads(1)
@@ -154,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     seeds = exact_seeds(a.farms, a.first)
     if len(seeds) < a.farms:
         p.error(f"--farms: only {len(seeds)} exact small-stream farms below the held-out seeds")
-    data = label_all(seeds, Path(a.cache) if a.cache else None, a.pair_costs)
+    cache = Path(a.cache) if a.cache else None
+    data = label_all(seeds, cache, a.pair_costs, a.polish_from, a.polish_steps)
     common = {"epochs": a.epochs, "width": a.width, "log": print, "pair_floor": a.floor,
               "n_features": len(FEATURES), "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr, "warmup": 0.05, "clip": 1.0}  # fmt: skip
@@ -170,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "members": a.members, "layers": a.layers, "heads": a.heads,
               "batch_size": a.batch_size, "lr": a.lr,
               "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,
-              "teacher": EXACT_SEARCH.__dict__,
+              "teacher": EXACT_SEARCH.__dict__ if a.polish_from is None else
+              {"polished_from": a.polish_from, "steps": a.polish_steps},
               "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
               "fit_cpu_s": round(fit_cpu, 1),
               "run_cpu_s": round(time.process_time() - t0 - fit_wait + fit_cpu, 1)}  # fmt: skip

@@ -70,7 +70,7 @@ from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from envs.observation import level_offsets
 from envs.scenarios import random_farm
-from evaluation.exact import exact_solvable
+from evaluation.exact import exact_table_solvable
 
 __all__ = [
     "TuneFarm",
@@ -78,6 +78,7 @@ __all__ = [
     "expert_nets",
     "main",
     "polish",
+    "polished_table",
     "random_seeds",
     "sampled_seeds",
     "soft_efficiency",
@@ -207,7 +208,7 @@ def _readable_seeds(make: Callable[[int], FarmConfig], seeds: range, n: int, cap
         if len(out) == n:
             break
         c = make(s)
-        if c.job_size.is_exponential and not c.has_sleep and exact_solvable(c, cap):
+        if exact_table_solvable(c, cap):
             out.append(s)
     return out
 
@@ -272,6 +273,18 @@ def polish(
         if e > best:
             best, best_z = e, x.detach().numpy().copy()
     return best_z, best
+
+
+def polished_table(config: FarmConfig, table: np.ndarray, steps: int) -> np.ndarray:
+    """``table`` (float[K, Bmax+1]) after ``steps`` of :func:`polish` on ``config``: a per-farm
+    search from ``table`` (e.g. the generalist's), not the generalist. Entries no state offers
+    are set below every other."""
+    space = AggregatedSpace(config)
+    entries = space.act_k, space.act_b  # action a is (group, level) entries[:, a]
+    z, _ = polish(space, table[entries], steps=steps)
+    out = np.full_like(table, float(z.min()) - 1.0)
+    out[entries] = z
+    return out
 
 
 def tune(

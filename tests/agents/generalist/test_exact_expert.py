@@ -105,6 +105,22 @@ def test_pair_costs_weigh_each_pair_by_its_own_exchange(tmp_path) -> None:
     assert meta["small_expert"]["pair_costs"] is True
 
 
+def test_a_polished_teacher_is_the_model_table_improved_and_cached_by_its_start(tmp_path) -> None:
+    seed = exact_seeds(1, 0)[0]
+    config = sample_farm(seed, SMALL)
+    evaluate = table_evaluator(config, EXACT_SEARCH)[0]
+    polished = label_all([seed], tmp_path, start=SHIPPED_MODEL, polish_steps=5)[0]
+    # the best table seen is kept, so the teacher is never worse than the model's own table
+    assert evaluate(polished["table"]) >= evaluate(generalist_table(config)) - 1e-12
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 1 and files[0].startswith("exactp5-") and files[0].endswith(f"-{seed}.npz")
+    # the weights are measured on the polished table, as for the search's
+    ordered, w = polished["ordered"], polished["weight"]
+    assert len(w) == len(ordered) and np.all(np.isfinite(w))
+    with pytest.raises(SystemExit):
+        main(["--farms", "1", "--polish-from", str(tmp_path / "missing.npz")])
+
+
 def _two_expert_model(tmp_path):
     torch.manual_seed(1)
     shipped, _ = load_weights(SHIPPED_MODEL)
