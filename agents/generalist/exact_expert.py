@@ -22,6 +22,12 @@ evaluations for T entries), or with ``--pair-costs`` the loss of exchanging the 
 (:func:`agents.generalist.labels.pair_costs`: one evaluation a pair). Pairs whose order costs
 nothing weigh ``--floor``.
 
+With ``--polish-from MODEL`` the teacher is MODEL's own table on each farm polished by
+``--polish-steps`` steps of exact gradient ascent of its soft table
+(:func:`agents.generalist.exact_tune.polished_table`: a search from the network's table,
+measured exactly, as in expert iteration); ``--keep-base-expert`` writes the new networks beside
+the base file's expert (all averaged) instead of over it.
+
 Features: all of :data:`agents.generalist.table_net.FEATURES`, including the marginal efficiency
 and speed of each level (speed-scaling servers, where the teacher interleaves levels by them).
 
@@ -61,6 +67,7 @@ from agents.generalist.table_net import (
     FEATURES,
     SMALL_EXPERT,
     load_weights,
+    members,
     save_weights,
     table_features,
 )
@@ -137,13 +144,19 @@ def label_all(
 
 
 def merge_expert(
-    base: dict[str, np.ndarray], nets: Sequence[dict[str, np.ndarray]], max_states: int
+    base: dict[str, np.ndarray],
+    nets: Sequence[dict[str, np.ndarray]],
+    max_states: int,
+    keep: bool = False,
 ) -> dict[str, np.ndarray]:
     """The base model's main network with ``nets`` as its small-farm expert (an ensemble,
-    ``small.0.``, ``small.1.``, ...; an expert already in ``base`` is replaced) and the range it
-    reads, ``small.max_states``."""
-    kept = {k: v for k, v in base.items() if not k.startswith(SMALL_EXPERT)}
-    for i, net in enumerate(nets):
+    ``small.0.``, ``small.1.``, ...; an expert already in ``base`` is replaced, or with
+    ``keep`` kept, ``nets`` written after its members) and the range it reads,
+    ``small.max_states``."""
+    first = len(members(base, SMALL_EXPERT)) if keep else 0
+    drop = SMALL_EXPERT + "max_states" if keep else SMALL_EXPERT
+    kept = {k: v for k, v in base.items() if not k.startswith(drop)}
+    for i, net in enumerate(nets, start=first):
         kept |= {f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.items()}
     return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
 
@@ -169,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="teacher: MODEL's table polished on each farm (exact gradient), not best-priority",
     )
     p.add_argument("--polish-steps", type=int, default=100, help="steps of --polish-from")
+    p.add_argument(
+        "--keep-base-expert",
+        action="store_true",
+        help="write the new networks beside --base's expert (all of them averaged), not over it",
+    )
     p.add_argument("--base", default="agents/generalist/models/generalist_table.npz",
                    help="model whose main network the output keeps")  # fmt: skip
     p.add_argument("--cache", default="runs/table-labels", help="labels, one file a farm")
@@ -187,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         p.error(f"--polish-from: no model file {a.polish_from}")
     check_network_options(p, a)
     base, base_meta = load_weights(a.base)  # fail now, naming the file
+    if a.keep_base_expert and not members(base, SMALL_EXPERT):
+        p.error(f"--keep-base-expert: {a.base} has no small-farm expert to keep")
     torch.set_num_threads(1)
     t0 = time.process_time()
     seeds = exact_seeds(a.farms, a.first)
@@ -202,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # the fits' CPU is measured where they run (in this process or in workers), so the time
     # this process spent around them is replaced by it
     fit_wait = time.process_time() - t1
-    weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states)
+    weights = merge_expert(base, nets, EXACT_SEARCH.exact_max_states, a.keep_base_expert)
     expert = {"farms": a.farms, "first_seed": a.first, "seeds": [seeds[0], seeds[-1]],
               "epochs": a.epochs, "width": a.width, "seed": a.seed, "floor": a.floor,
               "pair_costs": a.pair_costs,
@@ -214,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
               "fit_cpu_s": round(fit_cpu, 1),
               "run_cpu_s": round(time.process_time() - t0 - fit_wait + fit_cpu, 1)}  # fmt: skip
+    if a.keep_base_expert:  # the kept members' training, as the base file recorded it
+        expert["beside"] = base_meta.get("small_expert")
     meta = {k: v for k, v in base_meta.items() if k != "features"} | {"small_expert": expert}
     path = save_weights(weights, a.out, **meta)
     print(json.dumps({"model": str(path), **expert}, default=str))

@@ -121,6 +121,21 @@ def test_a_polished_teacher_is_the_model_table_improved_and_cached_by_its_start(
         main(["--farms", "1", "--polish-from", str(tmp_path / "missing.npz")])
 
 
+def test_keep_base_expert_writes_the_new_networks_beside_the_base_ones(tmp_path) -> None:
+    w, base, _ = _two_expert_model(tmp_path)
+    model = save_weights(w, tmp_path / "base", small_expert={"farms": 7})
+    meta = main(["--farms", "1", "--epochs", "1", "--members", "1", "--width", "8",
+                 "--layers", "0", "--keep-base-expert", "--base", str(model),
+                 "--cache", str(tmp_path), "--out", str(tmp_path / "m")])  # fmt: skip
+    got, side = load_weights(tmp_path / "m")
+    assert members(got, SMALL_EXPERT) == ["small.0.", "small.1.", "small.2."]
+    assert all(np.array_equal(got[k], w[k]) for k in w)  # the base's networks, bit for bit
+    assert meta["small_expert"]["beside"] == {"farms": 7} == side["small_expert"]["beside"]
+    no_expert = save_weights(base, tmp_path / "main-only")
+    with pytest.raises(SystemExit):
+        main(["--farms", "1", "--keep-base-expert", "--base", str(no_expert)])
+
+
 def _two_expert_model(tmp_path):
     torch.manual_seed(1)
     shipped, _ = load_weights(SHIPPED_MODEL)
