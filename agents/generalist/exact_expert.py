@@ -68,6 +68,7 @@ from agents.generalist.table_net import (
     SMALL_EXPERT,
     load_weights,
     members,
+    merge_expert,
     save_weights,
     table_features,
 )
@@ -141,24 +142,6 @@ def label_all(
         stem = f"{stem}p{polish_steps}-{digest}"
     make = lambda s: exact_labels(s, direct, weights, polish_steps)  # noqa: E731
     return cached_labels(seeds, cache, stem, make, SMALL)
-
-
-def merge_expert(
-    base: dict[str, np.ndarray],
-    nets: Sequence[dict[str, np.ndarray]],
-    max_states: int,
-    keep: bool = False,
-) -> dict[str, np.ndarray]:
-    """The base model's main network with ``nets`` as its small-farm expert (an ensemble,
-    ``small.0.``, ``small.1.``, ...; an expert already in ``base`` is replaced, or with
-    ``keep`` kept, ``nets`` written after its members) and the range it reads,
-    ``small.max_states``."""
-    first = len(members(base, SMALL_EXPERT)) if keep else 0
-    drop = SMALL_EXPERT + "max_states" if keep else SMALL_EXPERT
-    kept = {k: v for k, v in base.items() if not k.startswith(drop)}
-    for i, net in enumerate(nets, start=first):
-        kept |= {f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.items()}
-    return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -60,6 +60,7 @@ from agents.generalist.table_net import (
     SMALL_EXPERT,
     load_weights,
     members,
+    merge_expert,
     save_weights,
     table_features,
 )
@@ -390,10 +391,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def save(epoch: int, history: list[float]) -> None:
-        # after every epoch, atomically: an interrupted run keeps the epochs it finished
-        first = len(nets) if a.keep_start else 0  # the start's members keep their places
-        for i, net in enumerate(nets):
-            w.update({f"{SMALL_EXPERT}{first + i}.{k}": v for k, v in net.numpy_weights().items()})
+        # after every epoch, atomically: an interrupted run keeps the epochs it finished; with
+        # --keep-start the start's members keep their places and the tuned ones follow them
+        tuned = merge_expert(w, [net.numpy_weights() for net in nets], cap, a.keep_start)
         record = {"farms": len(small), "sampled_farms": len(sampled),
                   "random_farms": len(randoms), "epochs": epoch + 1,
                   "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "keep_start": a.keep_start, "batch_size": a.batch_size, "seed": a.seed,
@@ -401,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                   "cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
         expert = dict(meta.get("small_expert") or {}) | {"exact_tune": record}
         out.update(base_meta | {"small_expert": expert})
-        path = save_weights(w, a.out, **out)
+        path = save_weights(tuned, a.out, **out)
         print(json.dumps({"model": str(path), **record}))
 
     tune(nets, farms, a.epochs, a.lr, a.tau, a.batch_size, a.seed, print, save, a.tie_gap)

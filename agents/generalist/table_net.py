@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ __all__ = [
     "forward",
     "load_weights",
     "members",
+    "merge_expert",
     "save_weights",
     "table_features",
     "table_from_scores",
@@ -127,6 +129,24 @@ def members(w: dict[str, np.ndarray], prefix: str) -> list[str]:
         prefix = MAIN_ENSEMBLE
     n = sum(k.startswith(prefix) and k.endswith(".embed.0.weight") for k in w)
     return [f"{prefix}{i}." for i in range(n)]
+
+
+def merge_expert(
+    base: dict[str, np.ndarray],
+    nets: Sequence[dict[str, np.ndarray]],
+    max_states: int,
+    keep: bool = False,
+) -> dict[str, np.ndarray]:
+    """The base model's main network with ``nets`` as its small-farm expert (an ensemble,
+    ``small.0.``, ``small.1.``, ...; an expert already in ``base`` is replaced, or with
+    ``keep`` kept, ``nets`` written after its members) and the range it reads,
+    ``small.max_states``."""
+    first = len(members(base, SMALL_EXPERT)) if keep else 0
+    drop = SMALL_EXPERT + "max_states" if keep else SMALL_EXPERT
+    kept = {k: v for k, v in base.items() if not k.startswith(drop)}
+    for i, net in enumerate(nets, start=first):
+        kept |= {f"{SMALL_EXPERT}{i}.{k}": v for k, v in net.items()}
+    return kept | {SMALL_EXPERT + "max_states": np.array([max_states], dtype=np.float32)}
 
 
 def expert_scores(
