@@ -81,7 +81,7 @@ from agents.generalist.table_train import (
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 
-__all__ = ["exact_labels", "label_all", "main", "merge_expert", "pair_weights"]
+__all__ = ["exact_labels", "label_all", "main", "merge_expert", "model_digest", "pair_weights"]
 
 
 def exact_labels(
@@ -138,10 +138,15 @@ def label_all(
     weights = None
     if start is not None:
         weights = load_weights(start)[0]
-        digest = hashlib.sha256(Path(start).read_bytes()).hexdigest()[:8]
-        stem = f"{stem}p{polish_steps}-{digest}"
+        stem = f"{stem}p{polish_steps}-{model_digest(start)}"
     make = lambda s: exact_labels(s, direct, weights, polish_steps)  # noqa: E731
     return cached_labels(seeds, cache, stem, make, SMALL)
+
+
+def model_digest(path: str | Path) -> str:
+    """The first 8 hex digits of the model file's SHA-256: what names the labels polished from
+    it, and what the sidecar records (a path alone does not say which file it was)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               "batch_size": a.batch_size, "lr": a.lr,
               "features": len(FEATURES), "max_states": EXACT_SEARCH.exact_max_states,
               "teacher": EXACT_SEARCH.__dict__ if a.polish_from is None else
-              {"polished_from": a.polish_from, "steps": a.polish_steps},
+              {"polished_from": a.polish_from, "digest": model_digest(a.polish_from),
+               "steps": a.polish_steps},
               "label_cpu_s": round(float(sum(float(ex["cpu_s"]) for ex in data)), 1),
               "fit_cpu_s": round(fit_cpu, 1),
               "run_cpu_s": round(time.process_time() - t0 - fit_wait + fit_cpu, 1)}  # fmt: skip

@@ -13,6 +13,7 @@ from agents.generalist.exact_expert import (  # noqa: E402
     label_all,
     main,
     merge_expert,
+    model_digest,
     pair_weights,
 )
 from agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds, pair_costs  # noqa: E402
@@ -117,6 +118,13 @@ def test_a_polished_teacher_is_the_model_table_improved_and_cached_by_its_start(
     # the weights are measured on the polished table, as for the search's
     ordered, w = polished["ordered"], polished["weight"]
     assert len(w) == len(ordered) and np.all(np.isfinite(w))
+    # the sidecar names the start by its digest too, the one its label files carry
+    meta = main(["--farms", "1", "--epochs", "1", "--members", "1", "--width", "8",
+                 "--layers", "0", "--polish-from", str(SHIPPED_MODEL), "--polish-steps", "5",
+                 "--cache", str(tmp_path), "--out", str(tmp_path / "m")])  # fmt: skip
+    teacher = meta["small_expert"]["teacher"]
+    assert files[0] == f"exactp5-{teacher['digest']}-{seed}.npz"
+    assert teacher["digest"] == model_digest(SHIPPED_MODEL) and teacher["steps"] == 5
     with pytest.raises(SystemExit):
         main(["--farms", "1", "--polish-from", str(tmp_path / "missing.npz")])
 
