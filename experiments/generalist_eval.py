@@ -27,7 +27,10 @@ on which variants of the main network can be compared and chosen without the eva
 commands' validation farms lie) and experiment 1's family from :data:`RANDOM_VALIDATION_SEEDS`.
 ``--polish STEPS`` adds, on each exact farm, the generalist's table polished on the farm by
 ``STEPS`` steps of exact gradient ascent of its soft table (``polished``, with its CPU time): a
-per-farm search like best-priority's, not the generalist.
+per-farm search like best-priority's, not the generalist. ``--against MODEL`` adds another
+model's network alone on each exact farm and the paired difference of the two gaps
+(``generalist_minus_against``: mean, 95% Student-t half-width, farms better / worse): with
+``--exact-seeds validation``, how a candidate model is compared with the shipped one.
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
@@ -167,10 +170,11 @@ def mid_task(task: tuple[FarmConfig, str, dict[str, Any]]) -> dict[str, Any]:
             "vs_pas_ci95_pct": half}  # fmt: skip
 
 
-def exact_task(task: tuple[FarmConfig, str, str, int]) -> dict[str, Any]:
+def exact_task(task: tuple[FarmConfig, str, str, int, str | None]) -> dict[str, Any]:
     """Exact efficiencies of the policies and the optimum on one small farm (server mode);
-    with ``polish`` > 0 also the generalist's table polished on the farm (``polished``)."""
-    config, family, model, steps = task
+    with ``polish`` > 0 also the generalist's table polished on the farm (``polished``); with
+    ``against`` (another model file) that model's network alone too (``against``)."""
+    config, family, model, steps, against = task
     row: dict[str, Any] = {"kind": family, "farm": config.name, "n_servers": config.n_servers,
                            "n_groups": config.n_groups}  # fmt: skip
     try:
@@ -182,6 +186,8 @@ def exact_task(task: tuple[FarmConfig, str, str, int]) -> dict[str, Any]:
     opt = float(sol.value)
     pols = {"pas": PASPolicy(config), "generalist": GeneralistPolicy(config, model=model),
             "best-priority": BestPriorityPolicy(config)}  # fmt: skip
+    if against is not None:
+        pols["against"] = GeneralistPolicy(config, model=against)
     row["optimum"] = opt
     for who, pol in pols.items():
         eff = measure(pol, config, action_mode="server", method="exact").efficiency
@@ -194,7 +200,8 @@ def exact_task(task: tuple[FarmConfig, str, str, int]) -> dict[str, Any]:
         row |= {"polished": eff, "polished_gap_pct": shortfall_pct(eff, opt),
                 "polish_cpu_s": time.process_time() - c0}  # fmt: skip
     row["generalist_vs_pas_pct"] = 100.0 * (row["generalist"] - row["pas"]) / row["pas"]
-    row["generalist_at_least_pas"] = bool(row["generalist"] >= row["pas"] * (1 - 1e-9))
+    for who in [w for w in ("generalist", "against") if w in pols]:
+        row[f"{who}_at_least_pas"] = bool(row[who] >= row["pas"] * (1 - 1e-9))
     return row
 
 
@@ -277,6 +284,17 @@ def time_to_policy(model: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def paired_gaps(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The model's gap minus ``--against``'s, farm by farm (percentage points): mean, 95%
+    Student-t half-width, farms better / worse (by more than 1e-6 points). A difference of two
+    models is resolved only where its interval excludes 0: their means alone move by a few
+    thousandths of a point from one set of a few hundred farms to the next."""
+    d = np.array([r["generalist_gap_pct"] - r["against_gap_pct"] for r in rows])
+    half = float(mean_ci(d, 0.95)[1]) if len(d) > 1 else float("nan")
+    return {"mean_pct_points": float(d.mean()), "ci95_pct_points": half,
+            "better": int(np.sum(d < -1e-6)), "worse": int(np.sum(d > 1e-6))}  # fmt: skip
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fam in ("sampled", "random"):
@@ -285,7 +303,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             continue
         skipped = sum(r["kind"] == fam and "skipped" in r for r in rows)
         s: dict[str, Any] = {"farms": len(small), "skipped (no optimum)": skipped}
-        for who in (*POLICIES, "polished"):
+        for who in (*POLICIES, "polished", "against"):
             if f"{who}_gap_pct" not in small[0]:
                 continue
             g = np.array([r[f"{who}_gap_pct"] for r in small])
@@ -296,6 +314,11 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         s["generalist"] |= {"share_at_least_pas": float(np.mean([r["generalist_at_least_pas"]
                                                                   for r in small])),
                             "mean_vs_pas_pct": float(v.mean()), "worst_vs_pas_pct": float(v.min())}  # fmt: skip
+        if "against_gap_pct" in small[0]:
+            s["against"]["share_at_least_pas"] = float(
+                np.mean([r["against_at_least_pas"] for r in small])
+            )
+            s["generalist_minus_against"] = paired_gaps(small)
         out[fam] = s
     mid = [r for r in rows if r["kind"] == "mid"]
     if mid:
@@ -331,6 +354,12 @@ def plot(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = base_parser(NAME, "The generalist (network alone) against the optimum, PAS, best-priority")
     p.add_argument("--model", default=str(SHIPPED_MODEL), help="table network .npz file")
+    p.add_argument(
+        "--against",
+        default=None,
+        metavar="MODEL",
+        help="also another model on the exact farms, paired per farm (--model's gap minus its)",
+    )
     p.add_argument(
         "--n-farms",
         type=int,
@@ -375,13 +404,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     n_mid = d["n_mid"] if a.n_mid is None else a.n_mid
     if min(n, n_mid, a.polish) < 0:
         p.error("--n-farms/--n-mid/--polish: must be >= 0")
-    load_weights(a.model)  # fail now, with the file named, not in a worker
+    for path in (a.model, a.against):  # fail now, with the file named, not in a worker
+        if path is not None:
+            load_weights(path)
     st = {"model": a.model, "n_farms": n, "presets": list(presets), "epochs": d["epochs"],
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
-          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "polish": a.polish, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
+          "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "polish": a.polish, "against": a.against, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
     val = a.exact_seeds == "validation"
-    tasks = [(c, fam, a.model, a.polish) for fam in ("sampled", "random")
+    tasks = [(c, fam, a.model, a.polish, a.against) for fam in ("sampled", "random")
              for c in exact_farms(n, fam, val)]  # fmt: skip
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
@@ -13,7 +14,7 @@ from experiments import generalist_eval as ge
 
 def test_exact_rows_are_consistent_with_the_optimum() -> None:
     farms = ge.exact_farms(2, "sampled")
-    rows = [ge.exact_task((c, "sampled", str(ge.SHIPPED_MODEL), 20)) for c in farms]
+    rows = [ge.exact_task((c, "sampled", str(ge.SHIPPED_MODEL), 20, None)) for c in farms]
     rows = [r for r in rows if "skipped" not in r]
     assert rows
     for r in rows:  # nothing beats the exact optimum; the gaps are what the values say
@@ -89,3 +90,21 @@ def test_validation_exact_farms_are_apart_from_the_evaluations(tmp_path: Path) -
     assert got["sampled"] != ge.exact_farms(1, "sampled")[0].name
     assert got["random"] == "random-2000000"
     assert out["settings"]["exact_seeds"] == "validation"
+
+
+def test_against_pairs_two_models_farm_by_farm(tmp_path: Path) -> None:
+    out = ge.main(["--quick", "--n-farms", "2", "--n-mid", "0", "--presets", "none",
+                   "--against", str(ge.SHIPPED_MODEL), "--out", str(tmp_path)])  # fmt: skip
+    for fam in ("sampled", "random"):
+        s = out["summary"][fam]
+        # the same model on both sides: every farm the same, to the last bit
+        assert s["against"]["mean_gap_pct"] == s["generalist"]["mean_gap_pct"]
+        assert s["against"]["share_at_least_pas"] == s["generalist"]["share_at_least_pas"]
+        d = s["generalist_minus_against"]
+        assert d["mean_pct_points"] == 0.0 and d["better"] == d["worse"] == 0
+    rows = [r for r in out["rows"] if "skipped" not in r]
+    got = ge.paired_gaps([r | {"against_gap_pct": r["generalist_gap_pct"] + 0.5} for r in rows])
+    assert np.isclose(got["mean_pct_points"], -0.5) and got["better"] == len(rows)
+    with pytest.raises(ValueError, match=r"nope\.npz and its sidecar"):
+        ge.main(["--quick", "--n-farms", "1", "--against", str(tmp_path / "nope.npz"),
+                 "--out", str(tmp_path)])  # fmt: skip
