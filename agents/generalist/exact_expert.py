@@ -81,7 +81,7 @@ from agents.generalist.table_train import (
 from baselines.best_priority import search_best_table, table_evaluator
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 
-__all__ = ["exact_labels", "label_all", "main", "merge_expert", "model_digest", "pair_weights"]
+__all__ = ["exact_labels", "label_all", "main", "model_digest", "pair_weights"]
 
 
 def exact_labels(

@@ -12,7 +12,6 @@ from agents.generalist.exact_expert import (  # noqa: E402
     exact_labels,
     label_all,
     main,
-    merge_expert,
     model_digest,
     pair_weights,
 )
@@ -27,6 +26,7 @@ from agents.generalist.table_net import (  # noqa: E402
     forward,
     load_weights,
     members,
+    merge_expert,
     n_blocks,
     save_weights,
     table_features,
