@@ -325,8 +325,12 @@ def table_from_scores(
 
 
 def save_weights(weights: dict[str, np.ndarray], path: str | Path, **meta: Any) -> Path:
-    """Write ``path`` (``.npz``) and its ``.json`` sidecar, each atomically."""
+    """Write ``path`` (``.npz``) and its ``.json`` sidecar, each atomically; ValueError, and
+    nothing written, when a weight is not finite."""
     p = Path(path).with_suffix(".npz")
+    bad = [k for k, v in weights.items() if not np.isfinite(np.asarray(v, np.float64)).all()]
+    if bad:  # a model that would only be refused when read back: refuse it before writing
+        raise ValueError(f"weights: {bad[0]} is not finite ({len(bad)} arrays); {p} not written")
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.stem}.tmp.npz")
     np.savez(tmp, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})

@@ -49,6 +49,7 @@ import argparse
 import json
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,10 @@ __all__ = [
     "main",
 ]
 
+DIVERGED = 2.0
+"""A fit whose last epoch's mean loss exceeds this many times its lowest epoch's has diverged
+(:func:`fit` then keeps the lowest epoch's weights)."""
+
 
 def fit(
     data: Sequence[dict[str, Any]],
@@ -136,6 +141,8 @@ def fit(
         else torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=n_steps)
     )
     best: tuple[tuple[float, ...], dict[str, torch.Tensor]] | None = None
+    lowest: tuple[float, dict[str, torch.Tensor]] | None = None  # the fallback if it diverges
+    total = 0.0
     for epoch in range(epochs):
         total = 0.0
         order = rng.permutation(len(data))
@@ -152,6 +159,8 @@ def fit(
             sched.step()
             total += loss.item() * batch.n_farms
         msg = f"epoch {epoch}: loss {total / len(data):.4f}"
+        if math.isfinite(total) and (lowest is None or total / len(data) < lowest[0]):
+            lowest = (total / len(data), {k: v.clone() for k, v in net.state_dict().items()})
         if validation is not None and (epoch % 5 == 4 or epoch == epochs - 1):
             score = validation.score(net.numpy_weights())
             msg += f" validation {score}"
@@ -162,7 +171,33 @@ def fit(
     if best is not None:
         net.load_state_dict(best[1])
         net.validation_score = best[0]  # type: ignore[assignment]
+    elif epochs > 0:
+        _undo_divergence(net, total / len(data), lowest, log)
     return net.eval()
+
+
+def _undo_divergence(
+    net: TableNet,
+    final: float,
+    lowest: tuple[float, dict[str, torch.Tensor]] | None,
+    log: Any,
+) -> None:
+    """A fit whose last epoch's loss is not finite or over :data:`DIVERGED` times its lowest
+    epoch's has blown up (a step too large for the network; annealed fits end at or near their
+    lowest): its weights go back to that lowest epoch's, with a warning, rather than an
+    ensemble member that scores at random. None finite at all: ``ValueError``."""
+    if lowest is None:
+        raise ValueError("fit: the training loss was never finite; lower --lr or raise --floor")
+    if final <= DIVERGED * lowest[0]:
+        return
+    msg = (
+        f"fit diverged (last epoch's loss {final:.4g}, lowest {lowest[0]:.4g}): the weights of "
+        "the epoch of lowest loss are kept; a lower --lr avoids it"
+    )
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    if log is not None:
+        log(msg)
+    net.load_state_dict(lowest[1])
 
 
 def fit_member(

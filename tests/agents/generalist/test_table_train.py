@@ -3,11 +3,16 @@ the main network as an ensemble, pair costs, a kept small-farm expert, and its u
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from agents.generalist import table_train  # noqa: E402
+from agents.generalist.labels import farm_labels  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     MAIN_ENSEMBLE,
@@ -19,7 +24,7 @@ from agents.generalist.table_net import (  # noqa: E402
     save_weights,
     table_features,
 )
-from agents.generalist.table_train import TableNet, Validation, main  # noqa: E402
+from agents.generalist.table_train import TableNet, Validation, fit, main  # noqa: E402
 from envs.scenarios import load_scenario  # noqa: E402
 
 
@@ -85,6 +90,47 @@ def test_the_main_network_as_an_ensemble_averages_its_members(tmp_path) -> None:
     main([*common, "--seed", "1", "--out", str(tmp_path / "one")])
     one, _ = load_weights(tmp_path / "one.npz")
     assert all(np.array_equal(one[k], w["main.1." + k]) for k in one)
+
+
+def test_a_diverged_fit_goes_back_to_its_lowest_epoch(monkeypatch) -> None:
+    data = [farm_labels(s, small=True) for s in range(3)]
+    steady = fit(data, epochs=3, width=8, lr=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an annealed fit that did not blow up says nothing
+        assert all(np.array_equal(a, b) for a, b in zip(
+            fit(data, epochs=3, width=8, lr=1e-3).numpy_weights().values(),
+            steady.numpy_weights().values(), strict=True))  # fmt: skip
+    # Adam at a rate of 1e4 throws the weights far off: the last epoch's loss is many times the
+    # lowest, and the weights are set back (finite, and no longer the last epoch's)
+    lines: list[str] = []
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        kept = fit(data, epochs=4, width=8, lr=1e4, log=lines.append).numpy_weights()
+    assert "diverged" in lines[-1]
+    assert all(np.isfinite(v).all() for v in kept.values())
+    monkeypatch.setattr(table_train, "DIVERGED", math.inf)
+    last = fit(data, epochs=4, width=8, lr=1e4).numpy_weights()
+    assert any(not np.array_equal(kept[k], last[k]) for k in kept)
+
+
+def test_the_divergence_rule() -> None:
+    net, other = TableNet(8, 0.0, 25, 0, 4), TableNet(8, 0.0, 25, 0, 4)
+    low = (0.1, {k: v.clone() for k, v in other.state_dict().items()})
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    table_train._undo_divergence(net, 0.19, low, None)  # under twice the lowest: kept as is
+    assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
+    for final in (0.21, math.nan, math.inf):
+        with pytest.warns(RuntimeWarning, match="diverged"):
+            table_train._undo_divergence(net, final, low, None)
+        assert all(torch.equal(v, net.state_dict()[k]) for k, v in low[1].items())
+    with pytest.raises(ValueError, match="never finite"):
+        table_train._undo_divergence(net, math.nan, None, None)
+
+
+def test_weights_that_are_not_finite_are_not_written(tmp_path) -> None:
+    w = {"embed.0.weight": np.array([[1.0, np.nan]])}
+    with pytest.raises(ValueError, match=r"embed\.0\.weight is not finite"):
+        save_weights(w, tmp_path / "m")
+    assert not list(tmp_path.iterdir())
 
 
 def test_pair_costs_weigh_the_main_networks_pairs(tmp_path) -> None:
