@@ -38,6 +38,8 @@ rewrites the model's small-farm expert (its main network is kept bit for bit) an
 tuning in the sidecar (``small_expert.exact_tune``). With ``--keep-start`` the tuned networks
 are written beside the start's instead (``small.5.`` .. after ``small.0.`` .. ``small.4.``),
 and the expert averages all of them: the distilled and the tuned members' errors differ.
+``--pas-weight W`` weighs a farm whose table (the policy's own, measured on the per-server
+chain, as the evaluation measures it) is below PAS's by ``1 + W`` in its step.
 """
 
 from __future__ import annotations
@@ -63,10 +65,11 @@ from agents.generalist.table_net import (
     merge_expert,
     save_weights,
     table_features,
+    table_from_scores,
 )
 from agents.generalist.table_torch import TableNet
 from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated
-from baselines.solvers.ctmc import GeneratorSolver
+from baselines.solvers.ctmc import GeneratorSolver, evaluate_policy
 from envs.config import FarmConfig
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from envs.observation import level_offsets
@@ -77,6 +80,7 @@ __all__ = [
     "TuneFarm",
     "argmax_efficiency",
     "expert_nets",
+    "farm_gradient",
     "main",
     "polish",
     "polished_table",
@@ -185,6 +189,9 @@ class TuneFarm:
     group: torch.Tensor
     action: np.ndarray
     space: AggregatedSpace
+    config: FarmConfig
+    level: np.ndarray
+    _pas: float | None = None
 
     @classmethod
     def of(cls, seed: int, config: FarmConfig) -> TuneFarm:
@@ -195,7 +202,22 @@ class TuneFarm:
             group=torch.as_tensor(group),
             action=level_offsets(config)[group] + level,
             space=AggregatedSpace(config),
+            config=config,
+            level=level,
         )
+
+    def pas_efficiency(self) -> float:
+        """PAS's exact efficiency on the farm (the per-server chain; computed once)."""
+        if self._pas is None:
+            self._pas = float(evaluate_policy(self.config, "pas").efficiency)
+        return self._pas
+
+    def table_efficiency(self, scores: np.ndarray) -> float:
+        """The exact efficiency of the policy's own table of the token ``scores`` (packing runs
+        tied, the per-server chain): what the evaluation measures, unlike the argmax in the
+        aggregated chain that the soft table tends to."""
+        table = table_from_scores(self.config, scores, self.group.numpy(), self.level)
+        return float(evaluate_policy(self.config, table).efficiency)
 
     def scores_to_actions(self, scores: np.ndarray) -> np.ndarray:
         z = np.zeros(self.space.n_actions)  # entries no type uses are never available
@@ -288,6 +310,23 @@ def polished_table(config: FarmConfig, table: np.ndarray, steps: int) -> np.ndar
     return out
 
 
+def farm_gradient(
+    farm: TuneFarm, scores: np.ndarray, tau: float, tie_gap: float = 0.0, pas_weight: float = 0.0
+) -> tuple[float, np.ndarray]:
+    """(log E, its gradient in the token ``scores``) of ``farm``'s soft table, as :func:`tune`
+    takes a step: with ``tie_gap`` > 0 the near ties' term (:func:`tie_gradient`), with
+    ``pas_weight`` > 0 the gradient times ``1 + pas_weight`` when the table itself is below
+    PAS."""
+    z = farm.scores_to_actions(scores)
+    eff, dz = soft_efficiency(farm.space, z, tau)
+    dz = dz / eff  # d log E
+    if tie_gap > 0:
+        dz += tie_gradient(farm.space, z, farm.action, tie_gap, tau)
+    if pas_weight > 0 and farm.table_efficiency(scores) < farm.pas_efficiency():
+        dz = dz * (1.0 + pas_weight)
+    return math.log(eff), dz[farm.action]
+
+
 def tune(
     nets: Sequence[TableNet],
     farms: Sequence[TuneFarm],
@@ -299,12 +338,16 @@ def tune(
     log: Callable[[str], None] | None = None,
     on_epoch: Callable[[int, list[float]], None] | None = None,
     tie_gap: float = 0.0,
+    pas_weight: float = 0.0,
 ) -> list[float]:
     """Ascend the mean ``log E`` of the soft tables over ``farms`` (Adam on all the networks'
     parameters, ``batch_size`` farms a step, shuffled each epoch by ``seed``); returns each
     epoch's mean ``log E`` (measured on the way, before each step). ``on_epoch(epoch,
     history)`` is called after each epoch (the command saves the model there). ``tie_gap`` >
-    0: near ties are settled on the tables themselves (:func:`tie_gradient`)."""
+    0: near ties are settled on the tables themselves (:func:`tie_gradient`). ``pas_weight``
+    > 0: a farm whose table (:meth:`TuneFarm.table_efficiency`) is below PAS's weighs ``1 +
+    pas_weight`` in its step (the mean log efficiency alone does not see PAS, and trades a
+    farm where PAS is near the optimum for a small gain elsewhere)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam([p for n in nets for p in n.parameters()], lr=lr)
@@ -319,13 +362,11 @@ def tune(
             grads, offset = [], 0
             for f in batch:
                 n = len(f.action)
-                z = f.scores_to_actions(values[offset : offset + n])
-                eff, dz = soft_efficiency(f.space, z, tau)
-                dz = dz / eff  # d log E
-                if tie_gap > 0:
-                    dz += tie_gradient(f.space, z, f.action, tie_gap, tau)
-                grads.append(dz[f.action])
-                total += math.log(eff)
+                log_eff, dz = farm_gradient(
+                    f, values[offset : offset + n], tau, tie_gap, pas_weight
+                )
+                grads.append(dz)
+                total += log_eff
                 offset += n
             loss = -(scores * torch.as_tensor(np.concatenate(grads))).sum() / len(batch)
             opt.zero_grad()
@@ -353,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tau", type=float, default=0.3, help="temperature of the soft table")
     p.add_argument("--tie-gap", type=float, default=0.0,
                    help="settle entries whose scores are nearer than this on the tables (0: off)")  # fmt: skip
+    p.add_argument("--pas-weight", type=float, default=0.0,
+                   help="weight added to a farm whose table is below PAS's (0: off)")  # fmt: skip
     p.add_argument("--keep-start", action="store_true",
                    help="write the tuned networks beside the start's (scores averaged over all)")  # fmt: skip
     p.add_argument("--batch-size", type=int, default=16)
@@ -371,8 +414,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "must be >= 0")  # fmt: skip
     if a.farms + a.sampled_farms + a.random_farms < 1:
         p.error("--farms/--sampled-farms/--random-farms: at least one training farm is needed")
-    if not (a.lr > 0 and a.tau > 0) or a.tie_gap < 0:
-        p.error("--lr/--tau: must be > 0; --tie-gap: must be >= 0")
+    if not (a.lr > 0 and a.tau > 0) or min(a.tie_gap, a.pas_weight) < 0:
+        p.error("--lr/--tau: must be > 0; --tie-gap/--pas-weight: must be >= 0")
     w, meta = load_weights(a.model)  # fail now, naming the file
     try:
         nets = expert_nets(w)
@@ -396,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         tuned = merge_expert(w, [net.numpy_weights() for net in nets], cap, a.keep_start)
         record = {"farms": len(small), "sampled_farms": len(sampled),
                   "random_farms": len(randoms), "epochs": epoch + 1,
-                  "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "keep_start": a.keep_start, "batch_size": a.batch_size, "seed": a.seed,
+                  "lr": a.lr, "tau": a.tau, "tie_gap": a.tie_gap, "pas_weight": a.pas_weight, "keep_start": a.keep_start, "batch_size": a.batch_size, "seed": a.seed,
                   "mean_log_eff": [round(h, 6) for h in history],
                   "cpu_s": round(time.process_time() - t0, 1)}  # fmt: skip
         expert = dict(meta.get("small_expert") or {}) | {"exact_tune": record}
@@ -404,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         path = save_weights(tuned, a.out, **out)
         print(json.dumps({"model": str(path), **record}))
 
-    tune(nets, farms, a.epochs, a.lr, a.tau, a.batch_size, a.seed, print, save, a.tie_gap)
+    tune(nets, farms, a.epochs, a.lr, a.tau, a.batch_size, a.seed, print, save, a.tie_gap,
+         a.pas_weight)  # fmt: skip
     return out
 
 

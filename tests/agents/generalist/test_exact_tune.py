@@ -15,6 +15,7 @@ from agents.generalist.exact_tune import (  # noqa: E402
     TuneFarm,
     argmax_efficiency,
     expert_nets,
+    farm_gradient,
     main,
     polish,
     random_seeds,
@@ -26,7 +27,7 @@ from agents.generalist.exact_tune import (  # noqa: E402
 )
 from agents.generalist.labels import SMALL, exact_seeds  # noqa: E402
 from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL  # noqa: E402
+from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
 from agents.generalist.table_net import (  # noqa: E402
     SMALL_EXPERT,
     forward,
@@ -36,10 +37,12 @@ from agents.generalist.table_net import (  # noqa: E402
     table_features,
 )
 from agents.generalist.table_torch import TableNet  # noqa: E402
+from baselines.pas import PASPolicy  # noqa: E402
+from baselines.priority import PriorityPolicy  # noqa: E402
 from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated  # noqa: E402
 from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from envs.scenarios import random_farm  # noqa: E402
-from evaluation.exact import exact_solvable  # noqa: E402
+from evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
 
 
 def _space(i: int = 2) -> AggregatedSpace:
@@ -246,3 +249,29 @@ def test_a_model_without_an_expert_is_refused(tmp_path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--farms", "1", "--model", str(main_only), "--out", str(tmp_path / "m")])
     assert e.value.code == 2
+
+
+def test_a_farms_table_and_pas_are_measured_as_the_evaluation_measures_them() -> None:
+    w, _ = load_weights(SHIPPED_MODEL)
+    config = sample_farm(exact_seeds(3, 0)[1], SMALL)
+    farm = TuneFarm.of(0, config)
+    x, group, _ = table_features(config)
+    scores = np.mean([forward(w, x, group, m) for m in members(w, SMALL_EXPERT)], axis=0)
+    policy_table = exact_evaluation(
+        PriorityPolicy(config, table=generalist_table(config, weights=w)), config
+    )
+    assert farm.table_efficiency(scores) == pytest.approx(policy_table.efficiency, rel=1e-12)
+    pas = exact_evaluation(PASPolicy(config), config).efficiency
+    assert farm.pas_efficiency() == pytest.approx(pas, rel=1e-12)
+
+
+def test_the_pas_weight_weighs_only_a_table_below_pas() -> None:
+    config = sample_farm(exact_seeds(3, 0)[1], SMALL)
+    farm = TuneFarm.of(0, config)
+    eff = np.log(config.group_efficiency)[farm.group.numpy()]
+    for scores, below in ((eff, False), (-eff, True)):  # PAS's order, then its reverse
+        assert (farm.table_efficiency(scores) < farm.pas_efficiency()) is below
+        log_e, plain = farm_gradient(farm, scores, tau=1.0)
+        log_w, weighed = farm_gradient(farm, scores, tau=1.0, pas_weight=10.0)
+        assert log_w == log_e
+        np.testing.assert_array_equal(weighed, plain * (11.0 if below else 1.0))
