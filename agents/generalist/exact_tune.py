@@ -50,7 +50,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -191,7 +191,7 @@ class TuneFarm:
     space: AggregatedSpace
     config: FarmConfig
     level: np.ndarray
-    _pas: float | None = None
+    _pas: float | None = field(default=None, init=False, repr=False)  # pas_efficiency's
 
     @classmethod
     def of(cls, seed: int, config: FarmConfig) -> TuneFarm:

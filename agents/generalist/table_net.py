@@ -328,12 +328,14 @@ def save_weights(weights: dict[str, np.ndarray], path: str | Path, **meta: Any) 
     """Write ``path`` (``.npz``) and its ``.json`` sidecar, each atomically; ValueError, and
     nothing written, when a weight is not finite."""
     p = Path(path).with_suffix(".npz")
-    bad = [k for k, v in weights.items() if not np.isfinite(np.asarray(v, np.float64)).all()]
+    with np.errstate(over="ignore"):  # an overflow is reported below, by name
+        arrays = {k: np.asarray(v, dtype=np.float32) for k, v in weights.items()}
+    bad = _not_finite(arrays)  # in the stored precision: a float64 beyond float32's range too
     if bad:  # a model that would only be refused when read back: refuse it before writing
         raise ValueError(f"weights: {bad[0]} is not finite ({len(bad)} arrays); {p} not written")
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.stem}.tmp.npz")
-    np.savez(tmp, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
+    np.savez(tmp, **arrays)
     tmp.replace(p)
     side = p.with_suffix(".json")
     tmp_side = side.with_name(f".{side.name}.tmp")
@@ -387,6 +389,12 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
         if n_blocks(w, e) and not w.get(e + "blocks.heads", np.zeros(1))[0] >= 1:
             raise ValueError(f"model: {p}'s {e or 'main '}network has attention blocks but no "
                              "blocks.heads (one number, >= 1)")  # fmt: skip
-    if not all(np.all(np.isfinite(v)) for v in w.values()):
+    if _not_finite(w):
         raise ValueError(f"model: {p} has non-finite weights")
     return w, meta
+
+
+def _not_finite(weights: dict[str, np.ndarray]) -> list[str]:
+    """The names of the arrays holding a NaN or an infinity (what neither reading nor writing
+    a model accepts)."""
+    return [k for k, v in weights.items() if not np.isfinite(v).all()]

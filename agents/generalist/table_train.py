@@ -142,7 +142,7 @@ def fit(
     )
     best: tuple[tuple[float, ...], dict[str, torch.Tensor]] | None = None
     lowest: tuple[float, dict[str, torch.Tensor]] | None = None  # the fallback if it diverges
-    total = 0.0
+    mean = math.nan  # the last epoch's mean loss
     for epoch in range(epochs):
         total = 0.0
         order = rng.permutation(len(data))
@@ -158,22 +158,28 @@ def fit(
             opt.step()
             sched.step()
             total += loss.item() * batch.n_farms
-        msg = f"epoch {epoch}: loss {total / len(data):.4f}"
-        if math.isfinite(total) and (lowest is None or total / len(data) < lowest[0]):
-            lowest = (total / len(data), {k: v.clone() for k, v in net.state_dict().items()})
+        mean = total / len(data)
+        msg = f"epoch {epoch}: loss {mean:.4f}"
+        if math.isfinite(mean) and (lowest is None or mean < lowest[0]):
+            lowest = (mean, _snapshot(net))
         if validation is not None and (epoch % 5 == 4 or epoch == epochs - 1):
             score = validation.score(net.numpy_weights())
             msg += f" validation {score}"
             if best is None or validation.key(score) > validation.key(best[0]):
-                best = (score, {k: v.clone() for k, v in net.state_dict().items()})
+                best = (score, _snapshot(net))
         if log is not None and (epoch % 5 == 4 or epoch == epochs - 1):
             log(msg)
     if best is not None:
         net.load_state_dict(best[1])
         net.validation_score = best[0]  # type: ignore[assignment]
     elif epochs > 0:
-        _undo_divergence(net, total / len(data), lowest, log)
+        _undo_divergence(net, mean, lowest, log)
     return net.eval()
+
+
+def _snapshot(net: TableNet) -> dict[str, torch.Tensor]:
+    """A copy of the network's weights that later steps do not change."""
+    return {k: v.clone() for k, v in net.state_dict().items()}
 
 
 def _undo_divergence(
@@ -187,7 +193,7 @@ def _undo_divergence(
     lowest): its weights go back to that lowest epoch's, with a warning, rather than an
     ensemble member that scores at random. None finite at all: ``ValueError``."""
     if lowest is None:
-        raise ValueError("fit: the training loss was never finite; lower --lr or raise --floor")
+        raise ValueError("fit: the training loss was never finite; lower --lr")
     if final <= DIVERGED * lowest[0]:
         return
     msg = (

@@ -131,6 +131,9 @@ def test_weights_that_are_not_finite_are_not_written(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"embed\.0\.weight is not finite"):
         save_weights(w, tmp_path / "m")
     assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match="not finite"):  # finite in float64, not as stored
+        save_weights({"embed.0.weight": np.array([[1e300]])}, tmp_path / "m")
+    assert not list(tmp_path.iterdir())
 
 
 def test_pair_costs_weigh_the_main_networks_pairs(tmp_path) -> None:
