@@ -25,6 +25,11 @@ on which variants of the main network can be compared and chosen without the eva
 ``--exact-seeds validation`` does the same for the exact part: sampled farms from
 :data:`EXACT_VALIDATION_SEEDS` (the held-out seeds before :data:`EVAL_SEEDS`, where the training
 commands' validation farms lie) and experiment 1's family from :data:`RANDOM_VALIDATION_SEEDS`.
+``--exact-seeds training`` draws both from the training seeds instead, in the order
+``exact_tune --sampled-farms N --random-farms N`` reads them (the sampler's seeds 0.. and
+``RANDOM_FARM_TRAIN_SEEDS``): for an expert tuned that way, its fit on the farms it was tuned
+on, against which its held-out figures are read. (The distilled experts' farms are another
+stream, ``labels.SMALL``: for them these are unseen farms of the two families.)
 ``--polish STEPS`` adds, on each exact farm, the generalist's table polished on the farm by
 ``STEPS`` steps of exact gradient ascent of its soft table (``polished``, with its CPU time): a
 per-farm search like best-priority's, not the generalist. ``--against MODEL`` adds another
@@ -64,6 +69,7 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from agents.generalist.exact_tune import polished_table  # noqa: E402
+from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
 from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
 from agents.generalist.table_net import load_weights  # noqa: E402
 from baselines.best_priority import BestPriorityPolicy  # noqa: E402
@@ -102,6 +108,14 @@ MID_VALIDATION_SEEDS = range(HELD_OUT_SEEDS.start + 30_000_000, HELD_OUT_SEEDS.s
 #: the mid-size farms' servers: above what the exact measure takes, below the twin's reach
 MID_SERVERS = (50, 1_000)
 MAX_STATES = 5_000
+#: (sampled seeds, random_farm seeds) of the exact farms: the evaluation's (``test``), the
+#: validation's and the training's (the ranges ``exact_tune`` reads, in its order, so
+#: ``training`` scores a tuned expert on the farms it was tuned on: its fit, not its reach)
+EXACT_SEED_RANGES = {
+    "test": (EVAL_SEEDS, range(10**6)),
+    "validation": (EXACT_VALIDATION_SEEDS, RANDOM_VALIDATION_SEEDS),
+    "training": (range(HELD_OUT_SEEDS.start), RANDOM_FARM_TRAIN_SEEDS),
+}
 PRESETS = ("paper-100", "overlap-100", "large-10k", "overlap-100@100", "paper-100@100")
 FULL = {"n_farms": 100, "presets": PRESETS, "epochs": (400_000, 1_000_000), "replications": 10,
         "n_mid": 150, "mid_epochs": 100_000, "mid_replications": 4}  # fmt: skip
@@ -110,17 +124,18 @@ QUICK = {"n_farms": 3, "presets": ("paper-100",), "epochs": (20_000, 20_000), "r
 POLICIES = ("pas", "generalist", "best-priority")
 
 
-def exact_farms(n: int, family: str, validation: bool = False) -> list[FarmConfig]:
-    """The first ``n`` farms of ``family`` (``sampled`` from :data:`EVAL_SEEDS`, ``random``:
-    experiment 1's seeds 0..; with ``validation``, :data:`EXACT_VALIDATION_SEEDS` and
-    :data:`RANDOM_VALIDATION_SEEDS`) that the exact measure and the optimum can handle."""
+def exact_farms(n: int, family: str, seeds: str = "test") -> list[FarmConfig]:
+    """The first ``n`` farms of ``family`` that the exact measure and the optimum can handle.
+    ``sampled``: draws of the sampler from :data:`EVAL_SEEDS` (``seeds="test"``),
+    :data:`EXACT_VALIDATION_SEEDS` (``"validation"``) or its training seeds 0..
+    (``"training"``); ``random``: ``random_farm`` from experiment 1's seeds 0.., from
+    :data:`RANDOM_VALIDATION_SEEDS` or from ``RANDOM_FARM_TRAIN_SEEDS``."""
+    if seeds not in EXACT_SEED_RANGES:
+        raise ValueError(f"seeds: must be one of {sorted(EXACT_SEED_RANGES)}, got {seeds!r}")
     out: list[FarmConfig] = []
-    if family == "sampled":
-        seeds = iter(EXACT_VALIDATION_SEEDS if validation else EVAL_SEEDS)
-    else:
-        seeds = iter(RANDOM_VALIDATION_SEEDS if validation else range(10**6))
+    it = iter(EXACT_SEED_RANGES[seeds][0 if family == "sampled" else 1])
     while len(out) < n:
-        s = next(seeds)
+        s = next(it)
         c = sample_farm(s) if family == "sampled" else random_farm(s)
         if exact_table_solvable(c, MAX_STATES):
             out.append(c)
@@ -380,10 +395,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument(
         "--exact-seeds",
-        choices=("test", "validation"),
+        choices=tuple(EXACT_SEED_RANGES),
         default="test",
-        help="the exact farms: EVAL_SEEDS and experiment 1's seeds 0.. (test) or "
-        "EXACT_VALIDATION_SEEDS and RANDOM_VALIDATION_SEEDS (validation)",
+        help="the exact farms: EVAL_SEEDS and experiment 1's seeds 0.. (test), "
+        "EXACT_VALIDATION_SEEDS and RANDOM_VALIDATION_SEEDS (validation), or the training "
+        "seeds exact_tune reads, in its order (training: a tuned expert's fit)",
     )
     p.add_argument(
         "--polish",
@@ -411,9 +427,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           "replications": d["replications"], "seed": a.seed, "quick": bool(a.quick),
           "n_mid": n_mid, "mid_seeds": a.mid_seeds, "exact_seeds": a.exact_seeds, "polish": a.polish, "against": a.against, "mid_epochs": d["mid_epochs"], "mid_replications": d["mid_replications"],
           "workers": resolve_workers(a.workers, a.quick)}  # fmt: skip
-    val = a.exact_seeds == "validation"
     tasks = [(c, fam, a.model, a.polish, a.against) for fam in ("sampled", "random")
-             for c in exact_farms(n, fam, val)]  # fmt: skip
+             for c in exact_farms(n, fam, a.exact_seeds)]  # fmt: skip
     c0 = time.process_time()
     rows = parallel_map(exact_task, tasks, st["workers"])
     mids = mid_farms(n_mid, MID_VALIDATION_SEEDS if a.mid_seeds == "validation" else MID_SEEDS)

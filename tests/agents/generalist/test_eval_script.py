@@ -8,7 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.generalist.exact_tune import random_seeds, sampled_seeds
 from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
+from agents.generalist.policy import SHIPPED_MODEL
+from agents.generalist.table_net import SMALL_EXPERT, load_weights
 from experiments import generalist_eval as ge
 
 
@@ -86,10 +89,22 @@ def test_validation_exact_farms_are_apart_from_the_evaluations(tmp_path: Path) -
     out = ge.main(["--quick", "--n-farms", "1", "--n-mid", "0", "--presets", "none",
                    "--exact-seeds", "validation", "--out", str(tmp_path)])  # fmt: skip
     got = {r["kind"]: r["farm"] for r in out["rows"]}
-    assert got == {f: ge.exact_farms(1, f, validation=True)[0].name for f in ("sampled", "random")}
+    assert got == {f: ge.exact_farms(1, f, "validation")[0].name for f in ("sampled", "random")}
     assert got["sampled"] != ge.exact_farms(1, "sampled")[0].name
     assert got["random"] == "random-2000000"
     assert out["settings"]["exact_seeds"] == "validation"
+
+
+def test_training_exact_farms_are_the_tuning_farms() -> None:
+    # --exact-seeds training measures the expert's fit: the farms exact_tune reads first
+    w, _ = load_weights(SHIPPED_MODEL)
+    cap = int(np.asarray(w[SMALL_EXPERT + "max_states"]).reshape(-1)[0])  # the tuning's limit
+    assert cap == ge.MAX_STATES  # else the two would read different farms of the same seeds
+    got = {f: [c.name for c in ge.exact_farms(3, f, "training")] for f in ("sampled", "random")}
+    assert got["sampled"] == [f"sampled-{s}" for s in sampled_seeds(3, cap)]
+    assert got["random"] == [f"random-{s}" for s in random_seeds(3, cap)]
+    with pytest.raises(ValueError, match="seeds"):
+        ge.exact_farms(1, "sampled", "train")
 
 
 def test_against_pairs_two_models_farm_by_farm(tmp_path: Path) -> None:
