@@ -110,9 +110,10 @@ MID_SERVERS = (50, 1_000)
 MAX_STATES = 5_000
 #: (sampled seeds, random_farm seeds) of the exact farms: the evaluation's (``test``), the
 #: validation's and the training's (the ranges ``exact_tune`` reads, in its order, so
-#: ``training`` scores a tuned expert on the farms it was tuned on: its fit, not its reach)
+#: ``training`` scores a tuned expert on the farms it was tuned on: its fit, not its reach);
+#: experiment 1's random_farm seeds are those below the training ones
 EXACT_SEED_RANGES = {
-    "test": (EVAL_SEEDS, range(10**6)),
+    "test": (EVAL_SEEDS, range(RANDOM_FARM_TRAIN_SEEDS.start)),
     "validation": (EXACT_VALIDATION_SEEDS, RANDOM_VALIDATION_SEEDS),
     "training": (range(HELD_OUT_SEEDS.start), RANDOM_FARM_TRAIN_SEEDS),
 }
