@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options, int_at_least, name_list, run_cli
-from evaluation.frontier import DEFAULT_FRONTIER_POLICIES, frontier_and_write
-from evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
-from evaluation.leaderboard import suite_cli
-from evaluation.report import check_output_paths
-from evaluation.rollout import MAX_REPLICATIONS
+from serverfarm_gym.evaluation.cli import add_run_options, int_at_least, name_list, run_cli
+from serverfarm_gym.evaluation.frontier import DEFAULT_FRONTIER_POLICIES, frontier_and_write
+from serverfarm_gym.evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
+from serverfarm_gym.evaluation.leaderboard import suite_cli
+from serverfarm_gym.evaluation.report import check_output_paths
+from serverfarm_gym.evaluation.rollout import MAX_REPLICATIONS
 
 
 def _add_suite_options(p: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
-        help="comma-separated policy names (baselines.registry names, ppo:PATH); PAS is always "
+        help="comma-separated policy names (serverfarm_gym.baselines.registry names, ppo:PATH); PAS is always "
         "added. Default: %(default)s",
     )
     p.add_argument(

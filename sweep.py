@@ -10,10 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evaluation.cli import add_run_options, int_at_least, int_list, name_list, run_cli
-from evaluation.report import check_output_paths
-from evaluation.rollout import MAX_REPLICATIONS
-from evaluation.sweeps import sweep_and_write
+from serverfarm_gym.evaluation.cli import (
+    add_run_options,
+    int_at_least,
+    int_list,
+    name_list,
+    run_cli,
+)
+from serverfarm_gym.evaluation.report import check_output_paths
+from serverfarm_gym.evaluation.rollout import MAX_REPLICATIONS
+from serverfarm_gym.evaluation.sweeps import sweep_and_write
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,27 +8,27 @@
     python train.py --output-dir runs/tiny-server-s0 --resume   # continue after a kill
     python train.py --generalist                      # the farm-agnostic generalist (docs/generalist.md)
 
-Three routes, each with its own typed arguments (``agents.common.run_args``):
+Three routes, each with its own typed arguments (``serverfarm_gym.agents.common.run_args``):
 
-* ``--trainer lean`` (the default; :class:`~agents.common.run_args.LeanArgs`,
-  ``agents.ppo.train``): the CleanRL-style masked PPO of ``agents.ppo.algorithm`` on the
+* ``--trainer lean`` (the default; :class:`~serverfarm_gym.agents.common.run_args.LeanArgs`,
+  ``serverfarm_gym.agents.ppo.train``): the CleanRL-style masked PPO of ``serverfarm_gym.agents.ppo.algorithm`` on the
   compiled vector env, many times the steps per CPU second (BENCHMARKS.md). Its settings are
-  derived from the farm (``agents.common.farm_settings``, printed with their reasons).
-* ``--trainer sb3`` (:class:`~agents.common.run_args.Sb3Args`, ``agents.ppo_sb3.train``):
+  derived from the farm (``serverfarm_gym.agents.common.farm_settings``, printed with their reasons).
+* ``--trainer sb3`` (:class:`~serverfarm_gym.agents.common.run_args.Sb3Args`, ``serverfarm_gym.agents.ppo_sb3.train``):
   sb3-contrib ``MaskablePPO`` on a ``DummyVecEnv``, the reference.
-* ``--generalist`` as the first option (``agents.generalist.run``, its own options).
+* ``--generalist`` as the first option (``serverfarm_gym.agents.generalist.run``, its own options).
 
 Precedence: the trainer's defaults < the settings derived from the farm (lean) < the
 hyperparameter file's entries for the scenario and action mode (lean: ``default``,
 ``<scenario>``, ``<scenario>:<mode>``; sb3: ``sb3``, ``sb3:<scenario>``, ``sb3:<scenario>:<mode>``)
-< options given on the command line (``agents.common.run_args.resolve_args``).
+< options given on the command line (``serverfarm_gym.agents.common.run_args.resolve_args``).
 
 A run directory (``--output-dir``, default ``runs/<scenario>-<mode>-s<seed>``) receives
 ``args.json`` (the resolved arguments: replay a run with ``--args-file``), ``checkpoints/``,
 ``evaluations.jsonl``, TensorBoard logs in ``tb/``, ``best_model.zip`` and ``final_model.zip``
-(each with its JSON sidecar for ``agents.ppo.PPOAgent.load``) and ``summary.json``; while a run
+(each with its JSON sidecar for ``serverfarm_gym.agents.ppo.PPOAgent.load``) and ``summary.json``; while a run
 is going, ``train.lock`` (its pid: a second run into the directory is refused, see
-``agents.common.run_dir``). ``--resume`` needs ``args.json`` and the farm it records, unchanged.
+``serverfarm_gym.agents.common.run_dir``). ``--resume`` needs ``args.json`` and the farm it records, unchanged.
 See docs/training.md.
 """
 
@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.common.checkpoints import atomic_write_json
-from agents.common.run_args import (
+from serverfarm_gym.agents.common.checkpoints import atomic_write_json
+from serverfarm_gym.agents.common.run_args import (
     DEFAULT_HYPERPARAMS,
     LeanArgs,
     ResolvedRun,
@@ -49,14 +49,18 @@ from agents.common.run_args import (
     build_parser,
     resolve_args,
 )
-from agents.common.run_checks import check_output_dir, check_resumable, make_output_dir
-from agents.common.run_dir import RunDirLock, check_resume_identity
-from agents.common.run_report import format_report, plot_learning_curves
-from agents.generalist.run import build_parser as build_generalist_parser
-from agents.generalist.run import main as generalist_main
-from agents.ppo.train import train_lean
-from agents.ppo_sb3.train import train_sb3
-from evaluation.cli import run_cli
+from serverfarm_gym.agents.common.run_checks import (
+    check_output_dir,
+    check_resumable,
+    make_output_dir,
+)
+from serverfarm_gym.agents.common.run_dir import RunDirLock, check_resume_identity
+from serverfarm_gym.agents.common.run_report import format_report, plot_learning_curves
+from serverfarm_gym.agents.generalist.run import build_parser as build_generalist_parser
+from serverfarm_gym.agents.generalist.run import main as generalist_main
+from serverfarm_gym.agents.ppo.train import train_lean
+from serverfarm_gym.agents.ppo_sb3.train import train_sb3
+from serverfarm_gym.evaluation.cli import run_cli
 
 __all__ = ["DEFAULT_HYPERPARAMS", "LeanArgs", "Sb3Args", "main", "resolve_args", "train"]
 
@@ -81,7 +85,7 @@ def train(run: ResolvedRun) -> dict[str, Any]:
     """Run (or resume) one training job; writes ``summary.json``, prints the report and returns
     the summary."""
     out = make_output_dir(run.args.output_dir)
-    with RunDirLock(out):  # one process per run directory (agents.common.run_dir)
+    with RunDirLock(out):  # one process per run directory (serverfarm_gym.agents.common.run_dir)
         return _train_locked(run)
 
 
@@ -123,7 +127,7 @@ def _train_route(argv: list[str] | None, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command-line entry point; returns the run's summary. Bad settings or files exit with status
-    2 and a one-line message (``evaluation.cli.run_cli``, as evaluate.py and sweep.py), Ctrl-C
+    2 and a one-line message (``serverfarm_gym.evaluation.cli.run_cli``, as evaluate.py and sweep.py), Ctrl-C
     with 130 after saving a checkpoint."""
     result: dict[str, Any] = {}
     rest = sys.argv[1:] if argv is None else list(argv)

@@ -2,24 +2,24 @@
 
 One package per algorithm, on top of what they share:
 
-* ``agents.common``: checkpoints and atomic writes, the run directory and its checks, safe
+* ``serverfarm_gym.agents.common``: checkpoints and atomic writes, the run directory and its checks, safe
   loading of models and sidecars (``artefacts``), the settings derived from the farm and the run
-  report (the paired model selection is ``evaluation.paired``).
-* ``agents.ppo``: the lean masked PPO (``algorithm``), the loaded model behind the common
-  ``predict`` interface (:class:`~agents.ppo.PPOAgent`, ``agent``) and ``train.py``'s default
+  report (the paired model selection is ``serverfarm_gym.evaluation.paired``).
+* ``serverfarm_gym.agents.ppo``: the lean masked PPO (``algorithm``), the loaded model behind the common
+  ``predict`` interface (:class:`~serverfarm_gym.agents.ppo.PPOAgent`, ``agent``) and ``train.py``'s default
   training loop (``train``).
-* ``agents.ppo_sb3``: the sb3-contrib MaskablePPO route (``train``), its reward wrapper
-  (:class:`~agents.ppo_sb3.wrappers.TrainingWrapper`) and callbacks.
-* ``agents.generalist``: one token network for every farm (``network``, ``policy``, ``train``),
+* ``serverfarm_gym.agents.ppo_sb3``: the sb3-contrib MaskablePPO route (``train``), its reward wrapper
+  (:class:`~serverfarm_gym.agents.ppo_sb3.wrappers.TrainingWrapper`) and callbacks.
+* ``serverfarm_gym.agents.generalist``: one token network for every farm (``network``, ``policy``, ``train``),
   its distillation of the optimum (``oracle``), validation (``validate``), per-farm check
   (``guard``), command line (``run``) and RLlib module (``rllib_module``).
 
 Imports go one way: ``common`` < ``ppo`` < ``ppo_sb3`` and ``ppo`` < ``generalist``.
-Measuring a policy (exactly or by simulation) is ``evaluation.measure`` / ``evaluation.exact``.
+Measuring a policy (exactly or by simulation) is ``serverfarm_gym.evaluation.measure`` / ``serverfarm_gym.evaluation.exact``.
 Importing this package does not import torch or stable-baselines3; loading a model does.
 """
 
-from agents.ppo import PPOAgent, model_predictor, write_sidecar
-from agents.ppo_sb3.wrappers import TrainingWrapper
+from serverfarm_gym.agents.ppo import PPOAgent, model_predictor, write_sidecar
+from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
 
 __all__ = ["PPOAgent", "TrainingWrapper", "model_predictor", "write_sidecar"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig
-from envs.observation import check_action_mode, n_actions
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import check_action_mode, n_actions
 
 
 class Policy:
@@ -20,14 +20,14 @@ class Policy:
 
     Args:
         config: the farm the policy dispatches for.
-        action_mode: ``"server"`` or ``"group"`` (see ``envs.observation``).
+        action_mode: ``"server"`` or ``"group"`` (see ``serverfarm_gym.envs.observation``).
         seed: seed of the policy's own generator (randomised policies only).
     """
 
     #: name used by ``baselines.make_policy`` and in evaluation tables
     name: str = "policy"
     #: code of the equivalent built-in dispatcher of the compiled simulator, if any (see
-    #: ``envs.simulator.BUILTIN_POLICIES``); such policies are evaluated at full simulator speed.
+    #: ``serverfarm_gym.envs.simulator.BUILTIN_POLICIES``); such policies are evaluated at full simulator speed.
     builtin: str | None = None
 
     def __init__(self, config: FarmConfig, action_mode: str = "server", seed: int | None = None):

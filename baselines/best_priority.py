@@ -1,12 +1,12 @@
 """``best-priority``: the best static priority table found by search against the farm itself.
 
-Every priority-table policy (PAS, Whittle, most heuristics: :mod:`baselines.priority`) is one
+Every priority-table policy (PAS, Whittle, most heuristics: :mod:`serverfarm_gym.baselines.priority`) is one
 point of a finite space: what matters is, for each job type, the ranking of the (group, level)
 pairs it may use. This module searches that space and keeps the table with the highest
 long-run efficiency, measured directly on the farm:
 
 * **exactly** (``method="exact"``): the stationary efficiency of the per-server CTMC
-  (:func:`baselines.solvers.ctmc.evaluate_policy`) when job sizes are exponential, the rates constant
+  (:func:`serverfarm_gym.baselines.solvers.ctmc.evaluate_policy`) when job sizes are exponential, the rates constant
   and the chain has at most ``exact_max_states`` states;
 * **by simulation** otherwise (``method="simulated"``): the compiled simulator's built-in priority
   dispatcher (``FarmSimulator.run``) with **common random numbers**: every candidate is run from
@@ -32,7 +32,7 @@ already measured are recognised from their per-type rankings and cost nothing):
    (group, level) entry, moving it one distinct priority value up or down, keeping a move when it
    improves the measure; until a pass improves nothing or the budget is spent.
 
-Per-type tables. The compiled simulator's dispatcher (``envs.kernels.dispatch.pick_priority_kb``) reads one
+Per-type tables. The compiled simulator's dispatcher (``serverfarm_gym.envs.kernels.dispatch.pick_priority_kb``) reads one
 table ``[K, Bmax+1]`` shared by all job types: type j ranks its own groups K_j by that table. A
 per-type table ``[J, K, Bmax+1]`` would need a kernel change, so the simulated *search* is over
 shared tables (where two types need opposite rankings of two groups they both use, a shared table
@@ -58,12 +58,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.pas import pas_table
-from baselines.priority import PriorityPolicy, check_table
-from baselines.solvers.ctmc import evaluate_policy, full_states, n_full_states
-from baselines.whittle import initial_eta, whittle_table
-from envs.config import FarmConfig
-from envs.simulator import FarmSimulator
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.priority import PriorityPolicy, check_table
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, full_states, n_full_states
+from serverfarm_gym.baselines.whittle import initial_eta, whittle_table
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 __all__ = [
     "BestPriorityPolicy",

@@ -1,8 +1,8 @@
 """Classic dispatching heuristics, the comparison points for PAS, Whittle and learned agents.
 
-All but ``random`` are priority tables (:class:`~baselines.priority.PriorityPolicy`), so the compiled
+All but ``random`` are priority tables (:class:`~serverfarm_gym.baselines.priority.PriorityPolicy`), so the compiled
 simulator runs them natively and ties go to the smallest server index (group mode: module
-``baselines.priority``). One line each:
+``serverfarm_gym.baselines.priority``). One line each:
 
 * ``random``: uniform over the allowed servers (group mode: a level with probability proportional to
   its number of servers, which is the same law).
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.priority import PriorityPolicy, constant_levels
-from envs.config import FarmConfig
-from envs.observation import decode_group_obs, decode_server_obs
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.baselines.priority import PriorityPolicy, constant_levels
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import decode_group_obs, decode_server_obs
 
 __all__ = [
     "FirstFitPolicy",

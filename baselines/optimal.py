@@ -1,6 +1,6 @@
 """The exact optima as policies: :class:`OptimalPolicy` (``optimal``) plays a solution of
-:mod:`baselines.solvers.optimum` and :class:`SLOOptimalPolicy` (``slo-optimal``) one of
-:mod:`baselines.solvers.slo_optimum`, decoded from the observation through the ``Policy``
+:mod:`serverfarm_gym.baselines.solvers.optimum` and :class:`SLOOptimalPolicy` (``slo-optimal``) one of
+:mod:`serverfarm_gym.baselines.solvers.slo_optimum`, decoded from the observation through the ``Policy``
 interface. The solvers compute; these classes only act on what they computed.
 """
 
@@ -10,11 +10,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.solvers.optimum import DEFAULT_MAX_LP_VARIABLES, OptimumSolution, solve
-from baselines.solvers.slo_optimum import slo_of, solve_slo
-from envs.config import FarmConfig
-from envs.observation import (
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.baselines.solvers.optimum import (
+    DEFAULT_MAX_LP_VARIABLES,
+    OptimumSolution,
+    solve,
+)
+from serverfarm_gym.baselines.solvers.slo_optimum import slo_of, solve_slo
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import (
     counts_from_occupancy,
     decode_group_obs,
     decode_server_obs,

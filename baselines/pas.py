@@ -5,16 +5,16 @@ PAS sends an arriving job of type j to the non-full server in its available set 
 effective energy efficiency ``mu_k / (eps_k - eps0_k)``; ties go to the smallest server index
 (so it packs). For state-dependent groups (per-level mu_k(n), eps_k(n)) the efficiency is taken at
 the full-rate level ``B_k`` (``FarmConfig.group_efficiency``), the same at every level, so PAS stays a
-level-independent ranking of groups; :mod:`baselines.whittle` is the level-aware generalisation.
+level-independent ranking of groups; :mod:`serverfarm_gym.baselines.whittle` is the level-aware generalisation.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.priority import PriorityPolicy, constant_levels
-from envs.config import FarmConfig
-from envs.observation import decode_interval
+from serverfarm_gym.baselines.priority import PriorityPolicy, constant_levels
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import decode_interval
 
 __all__ = [
     "PASHeapDispatcher",
@@ -66,11 +66,11 @@ class PriceAwarePASPolicy(PriorityPolicy):
     * an integer: that interval's prices, at every arrival (a fixed table: ``builtin ==
       "priority"``, simulated at compiled speed);
     * ``None`` (default): the *current* interval, read from the observation's interval one-hot
-      (:func:`envs.observation.decode_interval`). In a scenario constant in time this is the same
+      (:func:`serverfarm_gym.envs.observation.decode_interval`). In a scenario constant in time this is the same
       fixed table as ``interval=0`` (built-in priority policy, as before). In a time-varying
       scenario the ranking changes at every interval boundary, which no single table describes:
       the policy then has ``builtin = None``, so evaluation rolls it out through the env with
-      :meth:`predict` (``evaluation.rollout``), and :meth:`priority_table` refuses; the table of
+      :meth:`predict` (``serverfarm_gym.evaluation.rollout``), and :meth:`priority_table` refuses; the table of
       interval t is ``tables[t]``.
     """
 

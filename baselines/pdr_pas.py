@@ -3,11 +3,11 @@
 Two time scales (``docs/pdr.md``):
 
 1. **Between clusters, per interval.** At construction the routing LP of every interval of the
-   geo scenario is solved once (:func:`baselines.solvers.pdr.solve_interval`, ~2 ms each) with that
+   geo scenario is solved once (:func:`serverfarm_gym.baselines.solvers.pdr.solve_interval`, ~2 ms each) with that
    interval's demand and prices, giving the split ``P[t, i, j] = x_ij / r_i``
-   (:func:`baselines.solvers.pdr.routing_probabilities`). Ingress point i is job type i of the farm built
-   by :meth:`envs.geo.GeoConfig.to_farm`. At each arrival of type i in interval t (read from the
-   observation's interval one-hot, :func:`envs.observation.decode_interval`), a cluster j is drawn
+   (:func:`serverfarm_gym.baselines.solvers.pdr.routing_probabilities`). Ingress point i is job type i of the farm built
+   by :meth:`serverfarm_gym.envs.geo.GeoConfig.to_farm`. At each arrival of type i in interval t (read from the
+   observation's interval one-hot, :func:`serverfarm_gym.envs.observation.decode_interval`), a cluster j is drawn
    with probability ``P[t, i, j]`` *renormalised over the clusters that have a vacancy* (a
    masked-in server / (group, level) action). So while no cluster is full the long-run split is
    exactly the optimiser's ``x_ij / r_i``; a full cluster's share goes to the other clusters of
@@ -15,7 +15,7 @@ Two time scales (``docs/pdr.md``):
 2. **Inside the cluster, per arrival.** PAS restricted to the chosen cluster: the vacant server
    with the highest ``mu_k / (eps_k - eps0_k)``, ties to the smallest server index (group mode:
    the (k, b) action PAS's group rule picks, ties smallest k then highest b; see
-   :mod:`baselines.priority`).
+   :mod:`serverfarm_gym.baselines.priority`).
 
 **Fallback.** When every cluster with positive probability is full (the plan has no room left
 for this arrival), the job goes where PAS over *all* vacant servers available to its type would
@@ -35,11 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.pas import PASPolicy
-from baselines.solvers.pdr import DEFAULT_PIECES, routing_probabilities, solve_interval
-from envs.config import FarmConfig
-from envs.observation import decode_interval, decode_job_type, hist_offsets, level_offsets
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.baselines.solvers.pdr import (
+    DEFAULT_PIECES,
+    routing_probabilities,
+    solve_interval,
+)
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import (
+    decode_interval,
+    decode_job_type,
+    hist_offsets,
+    level_offsets,
+)
 
 __all__ = ["PDRPASPolicy"]
 
@@ -49,21 +58,21 @@ class PDRPASPolicy(Policy):
 
     Args:
         config: a farm built from a geo scenario (``load_scenario("geo-us-eu")``, or any farm whose
-            ``geo`` field holds the :class:`~envs.geo.GeoConfig`).
+            ``geo`` field holds the :class:`~serverfarm_gym.envs.geo.GeoConfig`).
         action_mode: ``"server"`` or ``"group"``.
         seed: seed of the cluster draws.
-        weights, eps_constraints, pieces: passed to :func:`baselines.solvers.pdr.solve_interval` for every
+        weights, eps_constraints, pieces: passed to :func:`serverfarm_gym.baselines.solvers.pdr.solve_interval` for every
             interval (default: its defaults, all weights 1).
         interval: use this interval's routing at every arrival instead of the observation's (for a
             constant farm built by ``geo.to_farm(t)``); default: follow the observation.
 
     Attributes:
-        solutions: the :class:`~baselines.solvers.pdr.PDRSolution` of each interval.
+        solutions: the :class:`~serverfarm_gym.baselines.solvers.pdr.PDRSolution` of each interval.
         probabilities: float64[T, m, n], ``x_ij / r_i`` per interval (rows sum to 1).
 
     Raises:
         ValueError: ``config`` has no geo scenario, or it does not match it; an interval is
-            infeasible (:class:`~baselines.solvers.pdr.PDRInfeasibleError`, a ValueError).
+            infeasible (:class:`~serverfarm_gym.baselines.solvers.pdr.PDRInfeasibleError`, a ValueError).
     """
 
     name = "pdr-pas"
@@ -84,7 +93,7 @@ class PDRPASPolicy(Policy):
         if geo is None:
             raise ValueError(
                 f"pdr-pas needs a geo scenario (clusters, ingress points, latencies): farm "
-                f"{config.name!r} has none. Load one with envs.scenarios.load_scenario('geo-us-eu') "
+                f"{config.name!r} has none. Load one with serverfarm_gym.envs.scenarios.load_scenario('geo-us-eu') "
                 "(or a geo file/dict), which keeps the GeoConfig in FarmConfig.geo"
             )
         cluster_of_group = np.asarray(geo.cluster_of_farm_group(), dtype=np.int64)
@@ -130,7 +139,7 @@ class PDRPASPolicy(Policy):
             self._avail = c.availability[:, act_k]  # bool[J, A]
         # PAS's choice among any set of actions = the one of smallest rank in PAS's total order:
         # highest efficiency first, then (server mode) smallest server index, or (group mode,
-        # the rule of baselines.priority) smallest group, then highest level
+        # the rule of serverfarm_gym.baselines.priority) smallest group, then highest level
         eff = c.group_efficiency
         if action_mode == "server":
             order = np.lexsort((np.arange(c.n_servers), -eff[c.server_group]))

@@ -8,7 +8,7 @@ finite values so that the array can be handed to the compiled simulator as is.
 Decision rules
 --------------
 ``"server"`` mode (exactly the compiled simulator's built-in ``"priority"`` dispatcher,
-``envs.kernels.dispatch.pick_priority_kb``): among the servers allowed by the action mask, choose the one
+``serverfarm_gym.envs.kernels.dispatch.pick_priority_kb``): among the servers allowed by the action mask, choose the one
 maximising ``table[k(s), n_s]``; ties (exact float equality) go to the smallest server index.
 Only servers that are available to the arriving type and not full are considered when the mask
 allows at least one of them; otherwise (a hand-made mask, e.g. ``action_masks=None`` in a
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import Policy
-from envs.config import FarmConfig
-from envs.observation import hist_offsets, level_offsets
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import hist_offsets, level_offsets
 
 __all__ = ["PriorityPolicy", "check_table", "constant_levels"]
 
@@ -43,7 +43,7 @@ def check_table(config: FarmConfig, table: np.ndarray) -> np.ndarray:
     if t.shape != shape:
         raise ValueError(
             f"table: expected shape {shape} (groups, max buffer + 1), got {t.shape}; "
-            "build it with e.g. baselines.pas.pas_table(config)"
+            "build it with e.g. serverfarm_gym.baselines.pas.pas_table(config)"
         )
     if not np.all(np.isfinite(t)):
         raise ValueError(

@@ -9,7 +9,7 @@
   (or ``target(ARG, config, action_mode, seed)`` for a plain loader function).
 
 Learned policies live in a higher layer (``agents``), so their entries are ``"module:attr"``
-strings (``"ppo": "agents.ppo:PPOAgent"``) imported by :mod:`importlib` only when such a name is
+strings (``"ppo": "serverfarm_gym.agents.ppo:PPOAgent"``) imported by :mod:`importlib` only when such a name is
 built: nothing below ``agents`` imports it, and torch is only imported when a model is loaded.
 """
 
@@ -20,24 +20,28 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.best_priority import BestPriorityPolicy
-from baselines.heuristics import (
+from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
+from serverfarm_gym.baselines.heuristics import (
     FirstFitPolicy,
     JSQPolicy,
     MEESFPolicy,
     RandomPolicy,
     SlowestFirstPolicy,
 )
-from baselines.optimal import OptimalPolicy, SLOOptimalPolicy
-from baselines.pas import PASPolicy, PriceAwarePASPolicy
-from baselines.pdr_pas import PDRPASPolicy
-from baselines.slo_priority import SLOMixPolicy, SLOPriorityPolicy
-from baselines.whittle import WhittlePolicy
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
+from serverfarm_gym.baselines.optimal import OptimalPolicy, SLOOptimalPolicy
+from serverfarm_gym.baselines.pas import PASPolicy, PriceAwarePASPolicy
+from serverfarm_gym.baselines.pdr_pas import PDRPASPolicy
+from serverfarm_gym.baselines.slo_priority import SLOMixPolicy, SLOPriorityPolicy
+from serverfarm_gym.baselines.whittle import WhittlePolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+
+#: the modules of the ``train`` extra (pyproject.toml) that learned policies import
+TRAIN_EXTRA_MODULES = ("torch", "stable_baselines3", "sb3_contrib")
 
 __all__ = [
     "POLICIES",
+    "TRAIN_EXTRA_MODULES",
     "PolicyEntry",
     "check_policy_name",
     "is_builtin_name",
@@ -113,17 +117,17 @@ POLICIES: _Registry = _Registry(
         "slo-priority": PolicyEntry(SLOPriorityPolicy),
         "slo-mix": PolicyEntry(SLOMixPolicy),
         # learned policies: a higher layer, found by name only
-        "ppo": PolicyEntry("agents.ppo:PPOAgent", argument="PATH"),
+        "ppo": PolicyEntry("serverfarm_gym.agents.ppo:PPOAgent", argument="PATH"),
         # the shipped farm-agnostic networks, any farm. "generalist": the table network alone
         # (agents/generalist/models/generalist_table.npz; zero-shot: one forward pass maps the
-        # farm to a priority table, nothing measured on the farm); "generalist-raw": its former
-        # name, kept so that older commands build the same policy; "generalist-checked": the
+        # farm to a priority table, nothing measured on the farm); "generalist-checked": the
         # per-decision token network (generalist.pt, up to 8 groups and buffers of 8) plus its
         # per-farm check against PAS (it measures candidates on the farm's own chain or
         # simulator when built and reports that check's CPU time, check_cpu_seconds)
-        "generalist": PolicyEntry("agents.generalist.policy:GeneralistPolicy"),
-        "generalist-checked": PolicyEntry("agents.generalist.guard:GuardedGeneralistPolicy"),
-        "generalist-raw": PolicyEntry("agents.generalist.policy:GeneralistPolicy"),
+        "generalist": PolicyEntry("serverfarm_gym.agents.generalist.policy:GeneralistPolicy"),
+        "generalist-checked": PolicyEntry(
+            "serverfarm_gym.agents.generalist.guard:GuardedGeneralistPolicy"
+        ),
     }
 )
 
@@ -200,12 +204,24 @@ def make_policy(
     Raises:
         ValueError: unknown name (the message lists the valid ones), or a policy that cannot be
             built for this farm (e.g. a model trained for another farm).
+        ModuleNotFoundError: a policy that needs the ``train`` extra (torch, stable-baselines3,
+            sb3-contrib) on an install without it; the message names the extra.
     """
     check_policy_name(name)
     cfg = load_scenario(config)
-    if is_builtin_name(name):
-        return POLICIES[name](cfg, action_mode=action_mode, seed=seed, **kw)
-    prefix, arg = _split(name)  # type: ignore[misc]  # checked above
-    target = POLICIES[prefix]
-    build = getattr(target, "from_spec", target)
-    return build(arg, cfg, action_mode, seed, **kw)
+    try:
+        if is_builtin_name(name):
+            return POLICIES[name](cfg, action_mode=action_mode, seed=seed, **kw)
+        prefix, arg = _split(name)  # type: ignore[misc]  # checked above
+        target = POLICIES[prefix]
+        build = getattr(target, "from_spec", target)
+        return build(arg, cfg, action_mode, seed, **kw)
+    except ModuleNotFoundError as e:
+        # a learned policy on a core install: say which extra brings what it imports
+        if (e.name or "").split(".")[0] not in TRAIN_EXTRA_MODULES:
+            raise
+        raise ModuleNotFoundError(
+            f"policy {name!r}: needs {e.name}, which is not installed; install the 'train' "
+            "extra: pip install 'serverfarm-gym[train]'",
+            name=e.name,
+        ) from e

@@ -1,4 +1,4 @@
-"""Fair static baselines for farms with right-sizing, evaluated exactly (baselines.solvers.sleep_chain).
+"""Fair static baselines for farms with right-sizing, evaluated exactly (serverfarm_gym.baselines.solvers.sleep_chain).
 
 A static order ranks the (group, mode, level) classes of :attr:`SleepSpace.classes`; an arrival
 goes to a server of the highest-ranked available class. Two literature heuristics as orders:
@@ -11,7 +11,7 @@ goes to a server of the highest-ranked available class. Two literature heuristic
 :func:`best_static_order` searches the orders from those starts by first-improvement local
 search (move one class to another position), each candidate evaluated exactly; it returns the
 best order found (a local optimum of that neighbourhood, not a certified global one).
-PAS itself, with its tie to the smallest server index, is :func:`baselines.solvers.sleep_chain.evaluate_pas`.
+PAS itself, with its tie to the smallest server index, is :func:`serverfarm_gym.baselines.solvers.sleep_chain.evaluate_pas`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.solvers.sleep_chain import OFF, ON, SETUP, SleepResult, SleepSpace, evaluate_table
+from serverfarm_gym.baselines.solvers.sleep_chain import (
+    OFF,
+    ON,
+    SETUP,
+    SleepResult,
+    SleepSpace,
+    evaluate_table,
+)
 
 __all__ = ["OrderResult", "best_static_order", "heuristic_orders", "priority_of"]
 

@@ -6,12 +6,12 @@ A *static order* is a strict ranking of the usable (group, level) pairs, shared 
 it and no ties arise: two servers of one group at one level are interchangeable). A *mix* of
 orders A and B sends each arrival by A with probability ``p`` and by B otherwise, independently
 per arrival: the cheapest randomisation, and the one the constrained optimum
-(:mod:`baselines.solvers.slo_optimum`) hints at (that randomises in one state).
+(:mod:`serverfarm_gym.baselines.solvers.slo_optimum`) hints at (that randomises in one state).
 
 Measures, ``(efficiency, E[T])`` of each candidate:
 
 * **exact** on small farms (exponential sizes, constant rates, an aggregated chain of at most
-  ``exact_max_states`` states): the aggregated chain of :mod:`baselines.solvers.aggregated`; a strict
+  ``exact_max_states`` states): the aggregated chain of :mod:`serverfarm_gym.baselines.solvers.aggregated`; a strict
   order is a symmetric policy there, a mix is the convex combination of the two action
   distributions;
 * **simulated** otherwise: the compiled simulator with common random numbers (the same seed for
@@ -41,19 +41,19 @@ from functools import lru_cache
 
 import numpy as np
 
-from baselines.base import Policy
-from baselines.best_priority import BestPriorityPolicy
-from baselines.pas import pas_table
-from baselines.priority import PriorityPolicy
-from baselines.solvers.aggregated import (
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_response_time,
     estimate_size,
     evaluate_aggregated,
 )
-from baselines.solvers.slo_optimum import SLOInfeasibleError, slo_of
-from envs.config import FarmConfig
-from envs.simulator import FarmSimulator
+from serverfarm_gym.baselines.solvers.slo_optimum import SLOInfeasibleError, slo_of
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 __all__ = [
     "OrderMix",
@@ -481,7 +481,7 @@ class SLOMixPolicy(Policy):
 
     def aggregated_probs(self, space: AggregatedSpace) -> np.ndarray:
         """float64[N, J, A]: the mix as a randomised symmetric policy of the aggregated chain
-        (its exact evaluation: ``evaluation.exact.randomised_exact``)."""
+        (its exact evaluation: ``serverfarm_gym.evaluation.exact.randomised_exact``)."""
         probs = _Exact.probs_of(space, self.mix.first)
         if self.p < 1.0:
             probs = self.p * probs + (1.0 - self.p) * _Exact.probs_of(space, self.mix.second)

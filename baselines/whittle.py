@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.priority import PriorityPolicy
-from envs.config import FarmConfig
-from envs.simulator import FarmSimulator
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 __all__ = [
     "WhittlePolicy",

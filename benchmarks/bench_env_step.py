@@ -26,10 +26,10 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the env ids)
 from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
-from envs import kernels as kn
-from envs.scenarios import load_scenario
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.scenarios import load_scenario
 
 
 def make_envs(big: int) -> dict[str, gym.Env]:

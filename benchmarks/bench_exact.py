@@ -1,16 +1,16 @@
 """Exact evaluation: one stationary solve of a priority table's per-server CTMC
-(``baselines.solvers.ctmc.evaluate_policy``, what ``best-priority``'s exact search and the
+(``serverfarm_gym.baselines.solvers.ctmc.evaluate_policy``, what ``best-priority``'s exact search and the
 generalist's exact labels call hundreds of times a farm), by chain size.
 
 Reference, measured in the same run on the same chains: the same evaluation with SuperLU's
 default factorisation options (COLAMD column order, strict partial pivoting) in place of the
-direct method's :data:`baselines.solvers.ctmc.DIRECT_LU_OPTIONS`. Both must give the same
+direct method's :data:`serverfarm_gym.baselines.solvers.ctmc.DIRECT_LU_OPTIONS`. Both must give the same
 efficiency (the largest relative difference is printed).
 
 Chains above ``DIRECT_MAX_STATES`` (3,000) are solved by the iterative method, which the options
 do not touch: the last band shows the switch (the two columns agree there).
 
-Farms: the first draws of the small-farm stream ``envs.farm_sampler.SMALL_FARMS`` (the
+Farms: the first draws of the small-farm stream ``serverfarm_gym.envs.farm_sampler.SMALL_FARMS`` (the
 generalist's exact labels are drawn from it) whose chain falls in each size band; the table is
 PAS's.
 
@@ -29,10 +29,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from baselines.pas import pas_table
-from baselines.solvers import ctmc
 from benchmarks.common import report
-from envs.farm_sampler import SMALL_FARMS, sample_farm
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.solvers import ctmc
+from serverfarm_gym.envs.farm_sampler import SMALL_FARMS, sample_farm
 
 #: chain-size bands (states), one farm each
 BANDS = ((300, 800), (1_200, 2_000), (2_000, 3_500), (3_500, 5_000))

@@ -27,13 +27,13 @@ _ONE = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-import envs
+from serverfarm_gym import envs
 assert envs.__file__.startswith(sys.argv[1]), envs.__file__
-from envs import kernels as kn
-from envs.scenarios import load_scenario
-from envs.server_farm import ServerFarmEnv
-from envs.simulator import FarmSimulator
-from envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
 cpu = time.thread_time
 out = {}

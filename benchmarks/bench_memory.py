@@ -28,9 +28,9 @@ _SCRIPT = r"""
 import resource, sys, time
 import numpy as np
 import gymnasium as gym
-import envs
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym import envs
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 what, scale, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t0 = time.perf_counter()
 tiny = load_scenario("tiny")

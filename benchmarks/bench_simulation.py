@@ -36,9 +36,9 @@ from numba import njit
 
 from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
 from benchmarks.simpy_reference import SimpyFarm
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 
 @njit(cache=False)
@@ -123,8 +123,8 @@ _COMPILE_SCRIPT = r"""
 import time
 c0, w0 = time.process_time(), time.perf_counter()
 import numpy as np, gymnasium as gym, envs
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 out = {"import": (time.process_time() - c0, time.perf_counter() - w0)}
 def lap(name, fn):
     c, w = time.process_time(), time.perf_counter()

@@ -20,9 +20,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import numpy as np
 
 from benchmarks.common import Rate, measure, print_header, table
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 
 def with_sleep(c: FarmConfig) -> FarmConfig:

@@ -7,15 +7,15 @@ collected and learnt from):
 * ``sb3``: sb3-contrib ``MaskablePPO`` on train.py's env stack (``DummyVecEnv`` of 4
   ``TrainingWrapper(ServerFarmEnv)``), n_steps 1024, batch 64, 10 epochs, 64x64 MLP.
 * ``sb3-vec``: the same ``MaskablePPO`` on the native vector env through
-  ``envs.vector.SB3VecEnvAdapter`` with the fast settings (64 envs x 256 steps, batch 4096,
+  ``serverfarm_gym.envs.vector.SB3VecEnvAdapter`` with the fast settings (64 envs x 256 steps, batch 4096,
   4 epochs): what SB3 itself can do.
-* ``lean``: ``agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
+* ``lean``: ``serverfarm_gym.agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
-model it trained: ``sb3`` with ``evaluation.measure.measure``'s ``env`` route (single envs, one decision
+model it trained: ``sb3`` with ``serverfarm_gym.evaluation.measure.measure``'s ``env`` route (single envs, one decision
 at a time) at train.py's settings, the fast path with its ``vector`` route (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
-``agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
+``serverfarm_gym.agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
 as many replications as keep each one's policy warm-up a quarter of its window (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
 timed with ``--eval-scale`` (default 0.1) and twice that of its measured window and extrapolated
 linearly to the full window (the warm-ups, the same in both, are counted once). The
@@ -87,9 +87,9 @@ def _profile(fn: Any, enabled: bool, label: str) -> Any:
 
 def run_sb3(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
     """MaskablePPO with train.py's env stack and its settings; (model, setup, learn)."""
-    from agents.common.run_args import Sb3Args
-    from agents.ppo_sb3.train import make_vec_env, new_model
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.agents.common.run_args import Sb3Args
+    from serverfarm_gym.agents.ppo_sb3.train import make_vec_env, new_model
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     a = Sb3Args(
         scenario=scenario, action_mode="group", n_envs=4, n_steps=1024, batch_size=64,
@@ -110,9 +110,9 @@ def run_sb3(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
 def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
     from sb3_contrib import MaskablePPO
 
-    from agents.ppo.algorithm import auto_gamma
-    from envs.scenarios import load_scenario
-    from envs.vector import make_sb3_vec_env
+    from serverfarm_gym.agents.ppo.algorithm import auto_gamma
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.envs.vector import make_sb3_vec_env
 
     config = load_scenario(scenario)
     per = config.total_arrival_rate / float(min(max(g.service_rate) for g in config.groups))
@@ -136,7 +136,7 @@ def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, C
 
 
 def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
-    from agents.ppo.algorithm import LeanPPO
+    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
 
     with Clock() as setup:
         trainer = LeanPPO(scenario, action_mode="group", **FAST)
@@ -150,7 +150,12 @@ def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Cloc
 def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale: float) -> float:
     """CPU seconds of one evaluation at train.py's size. Timed at ``scale`` and ``2 scale`` of
     its measured window (the warm-ups are the same in both) and extrapolated linearly."""
-    from evaluation.measure import Window, consecutive_seeds, measure, replication_seeds
+    from serverfarm_gym.evaluation.measure import (
+        Window,
+        consecutive_seeds,
+        measure,
+        replication_seeds,
+    )
 
     total = sched["eval_epochs"] * sched["reps"]
     # as many replications as keep each one's policy warm-up at most a quarter of its window
@@ -183,9 +188,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--eval-scale", type=float, default=0.1)
     p.add_argument("--json", default=None, help="write the results to this file")
     ns = p.parse_args(argv)
-    from agents.ppo import model_predictor
-    from agents.ppo.algorithm import numpy_predictor
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.agents.ppo import model_predictor
+    from serverfarm_gym.agents.ppo.algorithm import numpy_predictor
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     torch.set_num_threads(1)
     q = 4 if ns.quick else 1

@@ -9,7 +9,7 @@ from ``action_space.sample()`` into a pool the loops cycle through, so the rates
 comparison of ``bench_env_step.py`` does). Rates are decision epochs (env steps summed over
 envs) per second; the serial kernel is timed in thread CPU time, the ``parallel=True`` one
 (numba threads) in wall time and process CPU time. The SB3 adapter
-(``envs.vector.SB3VecEnvAdapter``, which builds a Python info dict per env per step) is timed too.
+(``serverfarm_gym.envs.vector.SB3VecEnvAdapter``, which builds a Python info dict per env per step) is timed too.
 
 ``python -m benchmarks.bench_vector`` or ``--quick``.
 """
@@ -27,8 +27,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the env ids)
 from benchmarks.common import Rate, command_line, machine, measure, print_header, table, write_json
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
 
 
 def pool(space: gym.Space, size: int = 64) -> list:
@@ -92,7 +92,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def make_envs(n: int, scenario: str) -> dict[str, Any]:
     """The envs compared, by role: native, par, group, sync (vector envs), single and sb3."""
     kw = {"scenario": scenario}
-    from envs.vector import SB3VecEnvAdapter
+    from serverfarm_gym.envs.vector import SB3VecEnvAdapter
 
     return {
         "native": gym.make_vec(

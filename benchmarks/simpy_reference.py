@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
 
 
 @dataclass

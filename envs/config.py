@@ -1,7 +1,7 @@
 """Scenario configuration: typed, frozen dataclasses, built from a dict and validated once.
 
-Files, presets and geo scenarios are turned into farms by :func:`envs.scenarios.load_scenario`;
-the checks shared with the geo format and the limits are in :mod:`envs.validation`.
+Files, presets and geo scenarios are turned into farms by :func:`serverfarm_gym.envs.scenarios.load_scenario`;
+the checks shared with the geo format and the limits are in :mod:`serverfarm_gym.envs.validation`.
 
 A scenario describes one server farm (see ``docs/model.md``)::
 
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from envs.validation import (
+from serverfarm_gym.envs.validation import (
     MAX_DESCRIPTION_LENGTH,
     MAX_EPOCHS_PER_DURATION,
     MAX_JOB_SLOTS,
@@ -214,9 +214,9 @@ class JobTypeConfig:
 class GeoOrigin(Protocol):
     """What a farm built from a geo scenario remembers of it (``FarmConfig.geo``).
 
-    :class:`envs.geo.GeoConfig` is the implementation; it sits above this module (it builds
+    :class:`serverfarm_gym.envs.geo.GeoConfig` is the implementation; it sits above this module (it builds
     farms with :func:`farm_from_dict`), so the farm names the interface instead of the class.
-    Geo-aware policies (``baselines.pdr_pas``) read these members and pass the object on to the
+    Geo-aware policies (``serverfarm_gym.baselines.pdr_pas``) read these members and pass the object on to the
     PDR solver, which takes the full ``GeoConfig``.
     """
 
@@ -242,7 +242,7 @@ class GeoOrigin(Protocol):
 @dataclass(frozen=True)
 class SLOConfig:
     """A service-level objective (optional ``slo:`` block): the long-run mean response time of
-    admitted jobs must not exceed ``mean_response_time`` (``baselines.solvers.slo_optimum``)."""
+    admitted jobs must not exceed ``mean_response_time`` (``serverfarm_gym.baselines.solvers.slo_optimum``)."""
 
     mean_response_time: float
 
@@ -252,7 +252,7 @@ class SLOConfig:
 
 @dataclass(frozen=True)
 class FarmConfig:
-    """A validated server-farm scenario. Build it with :func:`envs.scenarios.load_scenario` or
+    """A validated server-farm scenario. Build it with :func:`serverfarm_gym.envs.scenarios.load_scenario` or
     :func:`farm_from_dict`.
 
     Servers are numbered group by group in the order of ``groups``: server 0 is the first server of
@@ -267,7 +267,7 @@ class FarmConfig:
     description: str = ""
     #: the optional service-level objective (None: none)
     slo: SLOConfig | None = None
-    #: the ``envs.geo.GeoConfig`` this farm was built from (``envs.scenarios.load_scenario`` of a
+    #: the ``serverfarm_gym.envs.geo.GeoConfig`` this farm was built from (``serverfarm_gym.envs.scenarios.load_scenario`` of a
     #: geo scenario sets it), else None; geo-aware policies (PDR+PAS) read it
     geo: GeoOrigin | None = field(default=None, compare=False, repr=False)
 
@@ -478,7 +478,7 @@ def _interval_table(schedules: Iterable[tuple[float, ...]], n: int) -> NDArray[n
 
 
 # ---------------------------------------------------------------------------------------------
-# validation (the shared primitives and limits are in envs.validation)
+# validation (the shared primitives and limits are in serverfarm_gym.envs.validation)
 # ---------------------------------------------------------------------------------------------
 _TOP_KEYS = {"name", "description", "groups", "job_types", "job_size", "interval_length", "slo"}
 _GROUP_KEYS = {"name", "count", "service_rate", "busy_power", "idle_power", "buffer", "price",
@@ -647,7 +647,7 @@ def _check_sleep(config: FarmConfig) -> None:
 
 def _check_simulable(config: FarmConfig) -> None:
     """Farm-wide limits that keep the event loop finite, the arrays in memory and the steady
-    state within reach (the reasons are in the ``envs.validation`` docstring)."""
+    state within reach (the reasons are in the ``serverfarm_gym.envs.validation`` docstring)."""
     groups, jobs, interval_length = config.groups, config.job_types, config.interval_length
     n_servers = sum(g.count for g in groups)
     if n_servers > MAX_SERVERS:

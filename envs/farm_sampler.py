@@ -1,6 +1,6 @@
 """A wide distribution over farms, for training and testing policies that must work on any farm.
 
-``envs.random_farm`` draws experiment 1's family (2-4 groups of 1-3 servers, buffers 1-3; kept
+``serverfarm_gym.envs.random_farm`` draws experiment 1's family (2-4 groups of 1-3 servers, buffers 1-3; kept
 fixed so that its results stay comparable). :func:`sample_farm` draws from a much wider family,
 described by a :class:`FarmDistribution` (every range is a field, validated once):
 
@@ -30,7 +30,7 @@ Seeds: a farm is a deterministic function of ``(seed, distribution)``. Training 
 :data:`HELD_OUT_SEEDS`\\ ``.start``; evaluations of generalisation use seeds in
 :data:`HELD_OUT_SEEDS`, which no training run may use.
 
-    >>> from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+    >>> from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
     >>> farm = sample_farm(HELD_OUT_SEEDS.start)
     >>> 2 <= farm.n_groups <= 8 and 2 <= farm.n_servers <= 10_000
     True
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.validation import ConfigError
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.validation import ConfigError
 
 __all__ = ["HELD_OUT_SEEDS", "SET_STRUCTURES", "SMALL_FARMS", "FarmDistribution", "sample_farm"]
 

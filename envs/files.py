@@ -7,7 +7,7 @@ refused here. Every problem is a :class:`FileFormatError` (a ``ValueError``) who
 ``"<file>: line N: what is wrong"``.
 
 Every file read from a path goes through :func:`read_regular_file`, which is also the primitive of
-``agents.common.artefacts`` (models, checkpoints, sidecars): only regular files are opened (a FIFO given as
+``serverfarm_gym.agents.common.artefacts`` (models, checkpoints, sidecars): only regular files are opened (a FIFO given as
 a file would block the reader forever, a device could be endless), opened non-blocking so that the
 check itself cannot hang, and refused above a size limit before anything is read. Nesting deeper
 than :data:`MAX_NESTING` levels (or an alias that contains itself) is refused after parsing; a

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
-from envs.validation import (
+from serverfarm_gym.envs.config import FarmConfig, JobSizeConfig, farm_from_dict, job_size_from_spec
+from serverfarm_gym.envs.validation import (
     MAX_DESCRIPTION_LENGTH,
     ConfigError,
     check_keys,
@@ -91,7 +91,7 @@ class ClusterGroupConfig:
 
     ``service_rate`` / ``busy_power`` hold one value per buffer level 1..buffer as in the farm
     format. The flow model uses the full-buffer level (``peak_rate``, ``peak_power``), the same
-    convention as :attr:`envs.config.GroupConfig.efficiency`.
+    convention as :attr:`serverfarm_gym.envs.config.GroupConfig.efficiency`.
     """
 
     name: str
@@ -220,7 +220,7 @@ class IngressConfig:
 
 @dataclass(frozen=True)
 class GeoConfig:
-    """A validated geo scenario. Build it with :func:`envs.scenarios.load_geo_scenario` or
+    """A validated geo scenario. Build it with :func:`serverfarm_gym.envs.scenarios.load_geo_scenario` or
     :func:`geo_from_dict`.
 
     Array properties are indexed [interval, ingress] / [interval, cluster] / [ingress, cluster].

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from envs.config import FarmConfig
+from serverfarm_gym.envs.config import FarmConfig
 
 ACTION_MODES = ("server", "group")
 
@@ -132,9 +132,9 @@ def encode_occupancy(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(obs float32[N, d], masks bool[N, A])`` of occupancy vectors ``occ`` int[N, S] for an
     arriving type-``job_type`` job in schedule ``interval``: exactly the observation and action
-    mask ``ServerFarmEnv`` (its compiled step, ``envs.server_farm.pack_env``'s tables) produces
+    mask ``ServerFarmEnv`` (its compiled step, ``serverfarm_gym.envs.server_farm.pack_env``'s tables) produces
     in those states, same float32 reciprocals included. Used to evaluate a policy state by state
-    (``evaluation.exact``)."""
+    (``serverfarm_gym.evaluation.exact``)."""
     check_action_mode(mode)
     if config.has_sleep:
         raise ValueError(

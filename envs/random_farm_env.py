@@ -1,12 +1,12 @@
 """Domain randomisation as one Gymnasium env: a new farm every episode, seen as group tokens.
 
-The token encoding (``envs.tokens``) has the same spaces for every farm within its padding
+The token encoding (``serverfarm_gym.envs.tokens``) has the same spaces for every farm within its padding
 limits, so an env whose *farm* changes at every reset still has fixed observation and action
-spaces. :class:`RandomFarmTokenEnv` draws each episode's farm with ``envs.farm_sampler`` (its own
+spaces. :class:`RandomFarmTokenEnv` draws each episode's farm with ``serverfarm_gym.envs.farm_sampler`` (its own
 seed stream, outside the held-out range) and runs it as a ``ServerFarmEnv`` with group actions
 and token observations (``obs_mode="tokens"``). Any RL library that trains on one Gymnasium env
-trains a farm-agnostic policy on it, e.g. RLlib through ``envs.rllib``'s action-mask observation
-(``agents.generalist.rllib_module`` has the permutation-invariant RLModule).
+trains a farm-agnostic policy on it, e.g. RLlib through ``serverfarm_gym.envs.rllib``'s action-mask observation
+(``serverfarm_gym.agents.generalist.rllib_module`` has the permutation-invariant RLModule).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
-from envs.server_farm import ServerFarmEnv
-from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 
 __all__ = ["RandomFarmTokenEnv"]
 
@@ -28,7 +28,7 @@ class RandomFarmTokenEnv(gym.Env):
     """A new farm from ``distribution`` at every reset, with token observations and actions.
 
     Args:
-        distribution: a :class:`~envs.farm_sampler.FarmDistribution` or a mapping of its fields.
+        distribution: a :class:`~serverfarm_gym.envs.farm_sampler.FarmDistribution` or a mapping of its fields.
         max_groups, max_levels: padding limits of the tokens (must cover the distribution).
         episode_steps: decisions per episode (then truncated; the next reset draws a new farm).
         held_out: draw from the held-out seed range (evaluation) instead of the training one.
@@ -112,7 +112,7 @@ class RandomFarmTokenEnv(gym.Env):
         )
 
     def action_masks(self) -> np.ndarray:
-        """Valid token actions now (sb3-contrib and ``envs.rllib`` read this)."""
+        """Valid token actions now (sb3-contrib and ``serverfarm_gym.envs.rllib`` read this)."""
         if self.env is None:
             raise RuntimeError("call reset() before action_masks()")
         return self.env.action_masks()

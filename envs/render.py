@@ -33,9 +33,9 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from envs.config import FarmConfig
-from envs.observation import decode_group_action
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import decode_group_action
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 RENDER_MODES = ("ansi", "rgb_array", "human")
 FRAME_SIZE = (960, 540)  # pixels (width, height): 16:9, what video players expect
@@ -61,7 +61,7 @@ class Decision(NamedTuple):
 
 
 class RenderedEnv(Protocol):
-    """What the renderer reads of the env it draws (an ``envs.server_farm.ServerFarmEnv``: that
+    """What the renderer reads of the env it draws (an ``serverfarm_gym.envs.server_farm.ServerFarmEnv``: that
     module imports this one, and the layers contract forbids the cycle even under TYPE_CHECKING,
     so the env is described here rather than imported)."""
 
@@ -113,7 +113,7 @@ def _cell_columns(
 
 
 class FarmRenderer:
-    """Draws frames of a :class:`~envs.server_farm.ServerFarmEnv` (see the module docstring).
+    """Draws frames of a :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv` (see the module docstring).
 
     Args:
         mode: ``"rgb_array"`` (``render`` returns ``uint8[H, W, 3]``) or ``"human"`` (a matplotlib

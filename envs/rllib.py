@@ -4,11 +4,11 @@ RLlib's action-masking example (``ray.rllib.examples.rl_modules.classes.action_m
 ``ActionMaskingTorchRLModule``, PPO) reads observations of the form
 ``{"action_mask": Box(0, 1, (n_actions,), float32), "observations": <the env's observation>}``
 and sets the logits of masked actions to a very large negative number.
-:class:`ActionMaskObservation` wraps a :class:`~envs.server_farm.ServerFarmEnv` that way, and
+:class:`ActionMaskObservation` wraps a :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv` that way, and
 :class:`RLlibServerFarmEnv` is that env as a class RLlib can build from an ``env_config``::
 
     from ray.rllib.algorithms.ppo import PPOConfig
-    from envs.rllib import RLlibServerFarmEnv, action_masking_module_spec
+    from serverfarm_gym.envs.rllib import RLlibServerFarmEnv, action_masking_module_spec
 
     config = (
         PPOConfig()
@@ -29,14 +29,14 @@ from typing import Any
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the env ids)
-from envs.random_farm_env import RandomFarmTokenEnv
-from envs.wrappers import PRESETS, MaskInObservation
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
+from serverfarm_gym.envs.random_farm_env import RandomFarmTokenEnv
+from serverfarm_gym.envs.wrappers import PRESETS, MaskInObservation
 
 
 class ActionMaskObservation(MaskInObservation):
     """``{"action_mask": float32[n_actions] (1 = valid), "observations": obs}`` observations:
-    :class:`~envs.wrappers.MaskInObservation` with its ``"rllib"`` preset.
+    :class:`~serverfarm_gym.envs.wrappers.MaskInObservation` with its ``"rllib"`` preset.
 
     The mask is the one of the decision the observation belongs to (``action_masks()`` after
     ``reset``/``step``), as 0/1 floats in a ``Box(0, 1)``, the space RLlib's example uses.
@@ -50,7 +50,7 @@ class RLlibServerFarmEnv(ActionMaskObservation):
     """The env as RLlib builds it: ``PPOConfig().environment(env=RLlibServerFarmEnv,
     env_config={...})``. ``env_config`` holds ``gymnasium.make`` arguments: ``env_id`` (default
     ``"ServerFarm-v0"``; ``"ServerFarmGroup-v0"`` for the size-independent mode),
-    ``max_episode_steps`` and any :class:`~envs.server_farm.ServerFarmEnv` argument. RLlib passes
+    ``max_episode_steps`` and any :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv` argument. RLlib passes
     an ``EnvContext`` (a dict); its worker/vector indices are not used. ``gymnasium.make``'s own
     wrappers (time limit, order enforcing, checker) stay in place."""
 
@@ -81,11 +81,11 @@ def action_masking_module_spec(hiddens: tuple[int, ...] = (64, 64)) -> Any:
 
 
 class RLlibRandomFarmEnv(ActionMaskObservation):
-    """Domain randomisation for RLlib: :class:`~envs.random_farm_env.RandomFarmTokenEnv` (a new
+    """Domain randomisation for RLlib: :class:`~serverfarm_gym.envs.random_farm_env.RandomFarmTokenEnv` (a new
     farm every episode, token observations) with the action-mask observation;
     ``env_config`` holds its arguments (``distribution``, ``max_groups``, ``max_levels``,
     ``episode_steps``, ``held_out`` and ``ServerFarmEnv`` arguments). Its ``"observations"`` entry
-    is the token dict: use ``agents.generalist.rllib_module.token_module_spec()`` (RLlib's default encoders
+    is the token dict: use ``serverfarm_gym.agents.generalist.rllib_module.token_module_spec()`` (RLlib's default encoders
     need flat boxes)."""
 
     def __init__(self, env_config: dict[str, Any] | None = None):

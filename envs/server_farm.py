@@ -12,10 +12,10 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs import kernels as kn
-from envs.config import FarmConfig
-from envs.kernels import schema
-from envs.observation import (
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.kernels import schema
+from serverfarm_gym.envs.observation import (
     check_action_mode,
     hist_offsets,
     level_offsets,
@@ -24,12 +24,12 @@ from envs.observation import (
     n_sleep_features,
     obs_size,
 )
-from envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
-from envs.slo import default_multiplier
-from envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
-from envs.validation import count_argument, real_argument
+from serverfarm_gym.envs.render import RENDER_MODES, Decision, FarmRenderer, chosen
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.slo import default_multiplier
+from serverfarm_gym.envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
+from serverfarm_gym.envs.validation import count_argument, real_argument
 
 #: what a step does with a masked action (see ServerFarmEnv's Action Space)
 INVALID_ACTION_MODES = ("fallback", "raise", "penalty")
@@ -134,7 +134,7 @@ class ServerFarmEnv(gym.Env):
     In both modes only actions allowed by :meth:`action_masks` (also ``info["action_mask"]``)
     are valid: servers available to the job's type and not full. The mask is ``int8`` (1 =
     valid), the dtype Gymnasium's ``action_space.sample(mask=...)`` requires; sb3-contrib,
-    RLlib, Tianshou and TorchRL take it as it is (``envs.wrappers`` puts it into observations).
+    RLlib, Tianshou and TorchRL take it as it is (``serverfarm_gym.envs.wrappers`` puts it into observations).
     A masked action is never executed as a block; ``invalid_action`` chooses what happens:
 
     * ``"fallback"`` (default: Gymnasium's checker and unmasked exploration send random
@@ -165,7 +165,7 @@ class ServerFarmEnv(gym.Env):
     availability, load, price), a group mask and the arriving job's features, the same spaces for
     every farm up to ``max_groups`` groups and ``max_levels`` buffer places; the action is
     ``Discrete(max_groups * max_levels)`` (``g * max_levels + b``: a server of group g holding b
-    jobs) and a padded slot counts as a masked action. See :mod:`envs.tokens`.
+    jobs) and a padded slot counts as a masked action. See :mod:`serverfarm_gym.envs.tokens`.
 
     ## Rewards
 
@@ -184,8 +184,8 @@ class ServerFarmEnv(gym.Env):
     divided by ``reward_scale``, with N the jobs in the system (those waiting for a setup
     included) and beta = ``slo_multiplier`` (default 1/D; 0 gives the reward above exactly).
     Set :attr:`slo_multiplier` between rollouts, e.g. by the dual-ascent step
-    :func:`envs.slo.update_multiplier` on the rollout's measured mean response time (module doc
-    of :mod:`envs.slo`). Without an SLO there is no such term.
+    :func:`serverfarm_gym.envs.slo.update_multiplier` on the rollout's measured mean response time (module doc
+    of :mod:`serverfarm_gym.envs.slo`). Without an SLO there is no such term.
     ``info`` carries the step's ``work`` and ``energy`` (and ``cost``), and since reset the running
     ``throughput``, ``power``, ``efficiency``, ``blocking`` and ``blocking_per_type``: evaluate
     policies with these, never with the return.
@@ -205,7 +205,7 @@ class ServerFarmEnv(gym.Env):
 
     ## Arguments
 
-    * ``scenario``: preset name (``envs.scenarios.PRESETS``), YAML/JSON path, dict or FarmConfig.
+    * ``scenario``: preset name (``serverfarm_gym.envs.scenarios.PRESETS``), YAML/JSON path, dict or FarmConfig.
     * ``action_mode``: ``"server"`` or ``"group"``.
     * ``reward_eta``: ``"running"`` or a fixed float.
     * ``eta_tau``: memory of the running eta, in mean inter-arrival times (default 10,000).
@@ -219,7 +219,7 @@ class ServerFarmEnv(gym.Env):
     * ``warmup_epochs``, ``warmup_policy``: see Starting State.
     * ``render_mode``: ``None``, ``"ansi"``, ``"rgb_array"`` or ``"human"`` (see Rendering).
     * ``obs_mode``: ``None`` (the action mode's encoding above) or ``"tokens"`` (with
-      ``action_mode="group"``): the farm-agnostic token encoding of :mod:`envs.tokens`.
+      ``action_mode="group"``): the farm-agnostic token encoding of :mod:`serverfarm_gym.envs.tokens`.
     * ``max_groups``, ``max_levels``: the token encoding's padding limits (default 8 and 16).
 
     ## Rendering
@@ -232,7 +232,7 @@ class ServerFarmEnv(gym.Env):
     large for cells, e.g. ``large-10k``), the arriving job and the groups it may use, the server
     that got the previous job, the running throughput, power, efficiency and blocking since
     reset, and the running efficiency against PAS's on this farm (a seeded simulation of the
-    built-in PAS dispatcher, run at the first frame). Layout: :mod:`envs.render`. Read-only
+    built-in PAS dispatcher, run at the first frame). Layout: :mod:`serverfarm_gym.envs.render`. Read-only
     state for other renderers: :attr:`occupancy`, :attr:`level_counts`, :attr:`job_type`,
     :attr:`last_decision`, :attr:`running_stats`.
     """
@@ -295,7 +295,7 @@ class ServerFarmEnv(gym.Env):
         self._n_act = int(self.action_space.n)
         self.sim = FarmSimulator(config)
 
-        # A step is one compiled call (envs.kernels.vec_step, as a batch of one) on packed
+        # A step is one compiled call (serverfarm_gym.envs.kernels.vec_step, as a batch of one) on packed
         # buffers: the simulator's, and the env's own settings, tables and running state
         # (eib/efb). The mask, observation and info numbers are written into the arrays below.
         self._pas_table = np.repeat(config.group_efficiency[:, None], config.max_buffer + 1, axis=1)
@@ -342,8 +342,8 @@ class ServerFarmEnv(gym.Env):
     @property
     def packed_buffers(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """The merged buffers ``(IB, FB)`` a step runs on, one row each: the simulator's packed
-        ``ib`` / ``fb`` followed by the env's ``eib`` / ``efb`` (layout: ``envs.kernels.schema``;
-        ``IB[0, kernels.H_ILEN]`` is where eib starts). ``envs.vector`` stacks copies of them."""
+        ``ib`` / ``fb`` followed by the env's ``eib`` / ``efb`` (layout: ``serverfarm_gym.envs.kernels.schema``;
+        ``IB[0, kernels.H_ILEN]`` is where eib starts). ``serverfarm_gym.envs.vector`` stacks copies of them."""
         return self._IB, self._FB
 
     @property
@@ -517,7 +517,7 @@ class ServerFarmEnv(gym.Env):
         o = self._out.copy()
         reward = float(o[kn.X_REWARD])
         if self._beta != 0.0:
-            # the SLO's Lagrangian term over the same interval (envs.slo); skipped at beta 0 so
+            # the SLO's Lagrangian term over the same interval (serverfarm_gym.envs.slo); skipped at beta 0 so
             # that the reward is bit-identical to the plain one
             reward -= self._beta * float(o[kn.X_JOBAREA]) / self.reward_scale
         if o[kn.X_INVALID] != 0.0:

@@ -9,7 +9,7 @@
   dispatcher (a priority table over (group, level) with ties to the smallest server index, which
   covers PAS, Whittle, JSQ, ... , or uniform random) without returning to Python.
 
-The event loops live in :mod:`envs.kernels` (numba). Exponential sizes use a fast path (departure
+The event loops live in :mod:`serverfarm_gym.envs.kernels` (numba). Exponential sizes use a fast path (departure
 of a server at level n at rate mu(n)); other sizes track every job's remaining work exactly. All
 randomness comes from one ``numpy.random.Generator``.
 """
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from envs import kernels as kn
-from envs.config import FarmConfig
-from envs.kernels import schema
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.kernels import schema
 
 MODE_ON, MODE_SETUP, MODE_OFF = kn.MODE_ON, kn.MODE_SETUP, kn.MODE_OFF  # right-sizing modes
 BUILTIN_POLICIES = {"priority": kn.POLICY_PRIORITY, "random": kn.POLICY_RANDOM}
@@ -153,7 +153,7 @@ class FarmSimulator:
         self.reset()
 
     def _bind(self, ib: np.ndarray, fb: np.ndarray) -> None:
-        """Use the packed buffers ``ib``/``fb`` (layout: ``envs.kernels.schema``; a vector env binds
+        """Use the packed buffers ``ib``/``fb`` (layout: ``serverfarm_gym.envs.kernels.schema``; a vector env binds
         its simulators to rows of one 2-D buffer). Every array attribute is a view into them."""
         self._ib, self._fb = ib, fb
         self._tag = kn.kind_tag(self.general, self.config.has_sleep)  # selects the event loop
@@ -195,13 +195,13 @@ class FarmSimulator:
 
     @property
     def packed(self) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """The packed buffers ``(ib, fb)`` every array attribute views (``envs.kernels.schema``)."""
+        """The packed buffers ``(ib, fb)`` every array attribute views (``serverfarm_gym.envs.kernels.schema``)."""
         return self._ib, self._fb
 
     @property
     def kind_tag(self) -> int | float:
         """The ``tag`` argument of the packed kernels for this simulator (its type selects the
-        exponential or the general event loop, see ``envs.kernels.kind_tag``)."""
+        exponential or the general event loop, see ``serverfarm_gym.envs.kernels.kind_tag``)."""
         return self._tag
 
     @property
@@ -420,7 +420,7 @@ class FarmSimulator:
 
 
 def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Build the packed buffers (header + every field of ``envs.kernels.schema``) of a fresh
+    """Build the packed buffers (header + every field of ``serverfarm_gym.envs.kernels.schema``) of a fresh
     farm; the level sets themselves are filled by ``kernels.packed_reset``."""
     K, J, B1, S = c.n_groups, c.n_job_types, c.max_buffer + 1, c.n_servers
     jg_idx = np.array([k for jt in c.job_types for k in jt.groups], dtype=np.int64)
@@ -449,7 +449,7 @@ def _pack(c: FarmConfig, general: bool) -> tuple[np.ndarray, np.ndarray]:
 
 def _level_sets(counts: np.ndarray, buffers: np.ndarray, B1: int) -> np.ndarray:
     """The ``sets`` field of a fresh farm (layout: ``schema.SETS_FIELDS``; the trees:
-    ``envs.kernels.level_sets``): header and tables filled in; the minima and tree words are set
+    ``serverfarm_gym.envs.kernels.level_sets``): header and tables filled in; the minima and tree words are set
     by ``kernels.packed_reset``."""
     K, C, LM = len(counts), B1 + 1, kn.SET_LMAX
     nlev = np.zeros(K, dtype=np.int64)

@@ -20,8 +20,8 @@ accepted throughput, so the term starts on the scale of the reward itself.
 
 from __future__ import annotations
 
-from envs.config import FarmConfig
-from envs.validation import real_argument
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.validation import real_argument
 
 __all__ = ["default_multiplier", "update_multiplier"]
 

@@ -3,7 +3,7 @@
 A server-mode observation (the occupancy of every server) determines the group-mode one (each
 group's occupancy histogram), and a group-mode action, (group k, level b), names a set of
 interchangeable servers, of which the env's group mode sends the job to the smallest-index one
-(``envs.kernels.env_step``). :class:`GroupView` holds the three maps that let a policy which
+(``serverfarm_gym.envs.kernels.env_step``). :class:`GroupView` holds the three maps that let a policy which
 scores (group, level) pairs act on servers:
 
 * :meth:`GroupView.observation`: server-mode observations -> the group-mode observations of the
@@ -24,8 +24,13 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from envs.config import FarmConfig
-from envs.observation import group_features, hist_offsets, level_offsets, n_interval_features
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import (
+    group_features,
+    hist_offsets,
+    level_offsets,
+    n_interval_features,
+)
 
 __all__ = ["GroupView"]
 

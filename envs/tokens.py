@@ -1,6 +1,6 @@
 """A farm-agnostic observation: one token per server group, padded to fixed limits.
 
-The ``"server"`` and ``"group"`` encodings (``envs.observation``) are sized by the farm, so a policy
+The ``"server"`` and ``"group"`` encodings (``serverfarm_gym.envs.observation``) are sized by the farm, so a policy
 trained on one farm cannot even read another's observations. This encoding describes every farm in
 the same fixed-size arrays, so one network (permutation-invariant over the group tokens, e.g.
 DeepSets or attention) can act on any farm up to ``max_groups`` groups and ``max_levels`` buffer
@@ -51,8 +51,8 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from envs.config import FarmConfig
-from envs.observation import hist_offsets, level_offsets, n_interval_features
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import hist_offsets, level_offsets, n_interval_features
 
 __all__ = [
     "DEFAULT_MAX_GROUPS",

@@ -1,10 +1,10 @@
-"""Validation primitives shared by the farm format (``envs.config``) and the geo format
-(``envs.geo``), and the limits that keep a valid scenario simulable and solvable.
+"""Validation primitives shared by the farm format (``serverfarm_gym.envs.config``) and the geo format
+(``serverfarm_gym.envs.geo``), and the limits that keep a valid scenario simulable and solvable.
 
 Every check raises :class:`ConfigError` (a ``ValueError``) whose message starts with the field's
 path (``groups[0] (slow).service_rate``) and says what would be accepted.
 
-Limits (why they exist; the farm-wide ones are checked in ``envs.config.farm_from_dict``):
+Limits (why they exist; the farm-wide ones are checked in ``serverfarm_gym.envs.config.farm_from_dict``):
 
 * :data:`VALUE_MIN`, :data:`VALUE_MAX`: every non-zero rate, power, price and interval length lies
   in ``[1e-6, 1e6]``. Units are the user's choice and any farm can be rescaled into this range

@@ -1,4 +1,4 @@
-"""Native batched env: N copies of :class:`~envs.server_farm.ServerFarmEnv` stepped in one compiled
+"""Native batched env: N copies of :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv` stepped in one compiled
 call, as a Gymnasium :class:`~gymnasium.vector.VectorEnv` and, through :class:`SB3VecEnvAdapter`,
 as a Stable-Baselines3 ``VecEnv`` (MaskablePPO reads its masks).
 
@@ -32,9 +32,9 @@ mode for these ids). Semantics, per env, are exactly those of ``ServerFarmEnv`` 
   the number of jobs in the system over its last step (the SLO reward's ``N dt``; summed over
   accepted jobs it gives E[T] by Little's law). A property read from the step's output row,
   not an info key: the info dict stays as the single env's, and a step pays nothing for it.
-* **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``bool[num_envs, n_actions]``
-  (what the project's torch trainers index with); ``infos["action_mask"]`` holds the single
-  env's ``int8`` masks, stacked.
+* **Masks**: :meth:`ServerFarmVectorEnv.action_masks` returns ``int8[num_envs, n_actions]``
+  (1 = valid), the single env's dtype, so ``single_action_space.sample(mask=masks[i])`` works;
+  ``infos["action_mask"]`` holds the single env's masks, stacked.
 * **infos**: Gymnasium's vector layout: each key of the single env's info (``work``,
   ``energy``, ``efficiency``, ...) maps to an array over envs, with a boolean ``"_key"`` array
   (all True: every env reports every key at every step, except after a partial reset).
@@ -67,11 +67,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from numpy.typing import NDArray
 
-from envs import kernels as kn
-from envs.config import FarmConfig
-from envs.server_farm import InvalidActionWarning, ServerFarmEnv
-from envs.simulator import FarmSimulator
-from envs.validation import count_argument
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.server_farm import InvalidActionWarning, ServerFarmEnv
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.validation import count_argument
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv as _VecEnvBase
@@ -106,12 +106,12 @@ class ServerFarmVectorEnv(VectorEnv):
     Args:
         num_envs: number of farms.
         scenario, action_mode, reward_eta, eta_tau, reward_scale, objective, invalid_action,
-            warmup_epochs, warmup_policy: as :class:`~envs.server_farm.ServerFarmEnv`.
+            warmup_epochs, warmup_policy: as :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv`.
         max_episode_steps: steps per episode (truncation); ``None`` or 0: never truncate.
         parallel: step the envs on numba's thread pool.
         render_mode: only ``None`` is supported.
         autoreset_mode: ``AutoresetMode`` (or its string value): see the module doc.
-        invalid_penalty: as :class:`~envs.server_farm.ServerFarmEnv`.
+        invalid_penalty: as :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv`.
         copy: accepted for ``SyncVectorEnv`` compatibility; observations are always copies.
         vector_kwargs: ``autoreset_mode`` / ``copy`` as a dict (what ``make_vec`` users pass).
     """
@@ -421,10 +421,10 @@ class ServerFarmVectorEnv(VectorEnv):
         self._eib[:, kn.E_WARMUP] = w
         self._needs_reset = True
 
-    def action_masks(self) -> NDArray[np.bool_]:
-        """``bool[num_envs, n_actions]``: valid actions of each env at its current epoch."""
-        masks: NDArray[np.bool_] = self._mask.copy()  # a typed name: numpy's .copy() is untyped
-        return masks
+    def action_masks(self) -> NDArray[np.int8]:
+        """``int8[num_envs, n_actions]`` (1 = valid): the valid actions of each env at its current
+        epoch; the single env's dtype, which Gymnasium's ``Discrete.sample(mask=...)`` requires."""
+        return self._mask.astype(np.int8)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Per-env results of ``name`` (``"action_masks"`` or an attribute of the settings)."""

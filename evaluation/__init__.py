@@ -1,17 +1,17 @@
 """Evaluation: one measurement API (:func:`measure`: one policy's efficiency with its interval),
-paired comparisons on common random numbers (:mod:`evaluation.paired`), and the harness that
+paired comparisons on common random numbers (:mod:`serverfarm_gym.evaluation.paired`), and the harness that
 reports many policies (replications, Student-t intervals, gaps to PAS / the exact optimum / the
 relaxation bound, local process pools and Ray). See docs/evaluation.md.
 
 Quick use::
 
-    from evaluation import Window, measure, evaluate, format_table
+    from serverfarm_gym.evaluation import Window, measure, evaluate, format_table
     est = measure(policy, config, Window.for_farm(config, 20_000))
     report = evaluate("tiny", ["pas", "jsq", "random"], replications=10, horizon=100_000)
     print(format_table(report))
 """
 
-from evaluation.harness import (
+from serverfarm_gym.evaluation.harness import (
     DEFAULT_POLICIES,
     EvaluationPlan,
     evaluate,
@@ -21,7 +21,7 @@ from evaluation.harness import (
     reference_values,
     summarize_plan,
 )
-from evaluation.measure import (
+from serverfarm_gym.evaluation.measure import (
     Estimate,
     References,
     Window,
@@ -31,9 +31,14 @@ from evaluation.measure import (
     pas_efficiency,
     reference_efficiencies,
 )
-from evaluation.paired import BestModelSelector, PairedComparison, PairedEvaluator, compare
-from evaluation.parallel import default_workers, run_units
-from evaluation.report import (
+from serverfarm_gym.evaluation.paired import (
+    BestModelSelector,
+    PairedComparison,
+    PairedEvaluator,
+    compare,
+)
+from serverfarm_gym.evaluation.parallel import default_workers, run_units
+from serverfarm_gym.evaluation.report import (
     atomic_open,
     atomic_write,
     check_output_paths,
@@ -45,7 +50,7 @@ from evaluation.report import (
     write_outputs,
     write_sweep_outputs,
 )
-from evaluation.rollout import (
+from serverfarm_gym.evaluation.rollout import (
     RolloutResult,
     WorkUnit,
     register_policy_resolver,
@@ -56,8 +61,14 @@ from evaluation.rollout import (
     simulate_builtin,
     valid_policy_names,
 )
-from evaluation.stats import gap_pct, mean_ci, paired_gap_pct, shortfall_pct, summarize
-from evaluation.sweeps import sweep, sweep_and_write
+from serverfarm_gym.evaluation.stats import (
+    gap_pct,
+    mean_ci,
+    paired_gap_pct,
+    shortfall_pct,
+    summarize,
+)
+from serverfarm_gym.evaluation.sweeps import sweep, sweep_and_write
 
 __all__ = [
     "DEFAULT_POLICIES",

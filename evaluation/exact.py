@@ -1,12 +1,12 @@
-"""Exact long-run performance of any policy, by solving its per-server CTMC (``baselines.solvers.ctmc``).
+"""Exact long-run performance of any policy, by solving its per-server CTMC (``serverfarm_gym.baselines.solvers.ctmc``).
 
 A stationary deterministic policy (anything with ``predict(obs, action_masks=...,
 deterministic=True)``, learned or not) is asked once for every state of the per-server chain and
 every arriving job type, with the observation and mask the env would show it there
-(``envs.observation.encode_occupancy``, the encoding of the env's compiled step). Its decisions
+(``serverfarm_gym.envs.observation.encode_occupancy``, the encoding of the env's compiled step). Its decisions
 define the chain's generator; the stationary distribution gives efficiency, throughput, power and
 blocking with no sampling error. Priority-table policies (PAS, Whittle, the heuristics) and the
-uniformly random policy go straight to ``baselines.solvers.ctmc.evaluate_policy``'s own routes (same
+uniformly random policy go straight to ``serverfarm_gym.baselines.solvers.ctmc.evaluate_policy``'s own routes (same
 decisions, no forward passes).
 
 Only possible when the chain is exactly Markov and small: exponential job sizes, constant rates
@@ -21,16 +21,16 @@ from typing import Any, cast
 
 import numpy as np
 
-from baselines.solvers.aggregated import AggregatedSpace, aggregated_response_time
-from baselines.solvers.ctmc import (
+from serverfarm_gym.baselines.solvers.aggregated import AggregatedSpace, aggregated_response_time
+from serverfarm_gym.baselines.solvers.ctmc import (
     CTMCResult,
     GeneratorSolver,
     evaluate_policy,
     full_states,
     n_full_states,
 )
-from envs.config import FarmConfig
-from envs.observation import encode_occupancy, level_offsets
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import encode_occupancy, level_offsets
 
 __all__ = [
     "EXACT_MAX_STATES",
@@ -91,7 +91,7 @@ def exact_solvable(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> bo
 
 def exact_table_solvable(config: FarmConfig, max_states: int = EXACT_MAX_STATES) -> bool:
     """True when a priority table's exact evaluation (the aggregated chain of
-    :mod:`baselines.solvers.aggregated`) covers ``config``: :func:`exact_solvable` and no
+    :mod:`serverfarm_gym.baselines.solvers.aggregated`) covers ``config``: :func:`exact_solvable` and no
     group sleeps (the chain has no setup states). The farms the small-farm expert is trained,
     tuned and measured on."""
     return not config.has_sleep and exact_solvable(config, max_states)
@@ -167,7 +167,7 @@ def _randomised_reason(policy: Any) -> str | None:
     if callable(getattr(policy, "aggregated_probs", None)):
         return (
             "its decisions are randomised per arrival (a mix of two orders), so no deterministic "
-            "chain represents it; evaluation.exact.randomised_exact gives its exact value"
+            "chain represents it; serverfarm_gym.evaluation.exact.randomised_exact gives its exact value"
         )
     sol = getattr(policy, "solution", None)
     if (

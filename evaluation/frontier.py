@@ -3,22 +3,22 @@
 Curves (efficiency against the mean response time ``E[T]``, Little's law):
 
 * ``optimum`` (small farms: exponential sizes, constant rates, the LP within its size limit):
-  the exact SLO-constrained optimum (:func:`baselines.solvers.slo_optimum.solve_slo`) at ``n_points``
+  the exact SLO-constrained optimum (:func:`serverfarm_gym.baselines.solvers.slo_optimum.solve_slo`) at ``n_points``
   bounds ``D`` from the smallest achievable E[T] to the E[T] of the unconstrained optimum (beyond
   it the SLO does not bind and the curve is flat);
-* ``static``: the Pareto front of the static priority orders (:mod:`baselines.slo_priority`:
+* ``static``: the Pareto front of the static priority orders (:mod:`serverfarm_gym.baselines.slo_priority`:
   exact on small farms, every strict order; simulated with common random numbers otherwise,
   every group order with all groups packed, all spread or level-major, windows of ``durations`` mean job
   durations of the slowest group), a staircase;
 * ``mix``: per-arrival random mixes of two orders. Exact farms: the best mix at each ``D`` of
-  the grid (:func:`baselines.slo_priority.best_order_mix`). Simulated farms: mixes of each two
+  the grid (:func:`serverfarm_gym.baselines.slo_priority.best_order_mix`). Simulated farms: mixes of each two
   consecutive orders of the static front at weights 1/4, 1/2, 3/4, when one simulated mix costs
   at most ``max_mix_seconds`` (switching orders costs a pass over the farm's servers: on
   ``large-10k`` a mix is ~100x slower than one order, so it is left out, with the reason).
 
 Points: the given policies (default PAS, Whittle, best-priority; any registry name or
-``ppo:PATH``), exact where the per-server chain is solvable (``evaluation.harness.evaluate_exact``),
-else simulated (``evaluation.harness.evaluate``, mean and 95% interval over replications).
+``ppo:PATH``), exact where the per-server chain is solvable (``serverfarm_gym.evaluation.harness.evaluate_exact``),
+else simulated (``serverfarm_gym.evaluation.harness.evaluate``, mean and 95% interval over replications).
 """
 
 from __future__ import annotations
@@ -31,20 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from baselines.slo_priority import (
+from serverfarm_gym.baselines.slo_priority import (
     EXACT_MAX_STATES,
     OrderPoint,
     best_order_mix,
     candidate_tables,
     order_evaluator,
 )
-from baselines.solvers.optimum import solve_lp
-from baselines.solvers.slo_optimum import min_response_time, solve_slo
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from evaluation.exact import exact_solvable
-from evaluation.harness import evaluate, evaluate_exact
-from evaluation.report import atomic_write, save_figure, to_json
+from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time, solve_slo
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.harness import evaluate, evaluate_exact
+from serverfarm_gym.evaluation.report import atomic_write, save_figure, to_json
 
 __all__ = [
     "DEFAULT_FRONTIER_POLICIES",

@@ -1,6 +1,6 @@
 """The evaluation harness: plan work units, run them, summarise into the JSON report.
 
-``evaluate`` is what ``evaluate.py`` calls (``evaluation.sweeps.sweep`` runs many of its plans
+``evaluate`` is what ``evaluate.py`` calls (``serverfarm_gym.evaluation.sweeps.sweep`` runs many of its plans
 in one pool for ``sweep.py``). Both are importable so that training scripts and
 experiments use exactly the same definitions (window, seeds, intervals, gaps).
 
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from evaluation.exact import (
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.exact import (
     EXACT_MAX_STATES,
     cost_efficiency,
     exact_evaluation,
@@ -40,16 +40,16 @@ from evaluation.exact import (
     overall_blocking,
     randomised_exact,
 )
-from evaluation.measure import Window
-from evaluation.parallel import default_workers, run_units
-from evaluation.provenance import versions
-from evaluation.references import optimum_solution, reference_values
-from evaluation.report import (
+from serverfarm_gym.evaluation.measure import Window
+from serverfarm_gym.evaluation.parallel import default_workers, run_units
+from serverfarm_gym.evaluation.provenance import versions
+from serverfarm_gym.evaluation.references import optimum_solution, reference_values
+from serverfarm_gym.evaluation.report import (
     check_output_paths,
     format_table,
     write_outputs,
 )
-from evaluation.rollout import (
+from serverfarm_gym.evaluation.rollout import (
     WorkUnit,
     cache_policy,
     check_policy_names,
@@ -60,7 +60,7 @@ from evaluation.rollout import (
     replication_seeds,
     resolve_policy,
 )
-from evaluation.stats import gap_pct, paired_gap_pct, shortfall_pct, summarize
+from serverfarm_gym.evaluation.stats import gap_pct, paired_gap_pct, shortfall_pct, summarize
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -191,7 +191,7 @@ def plan_evaluation(
     check_run_settings(replications, seed)
     specs = _with_reference(policies)
     # the window before the policies are built (the horizon first: the default warm-up, the
-    # one rule of evaluation.measure.Window.for_farm, is computed from it and the farm)
+    # one rule of serverfarm_gym.evaluation.measure.Window.for_farm, is computed from it and the farm)
     check_window(horizon, 0 if warmup is None else warmup)
     config = load_scenario(scenario)
     if scale != 1:
@@ -389,11 +389,11 @@ def evaluate(
 
     Args:
         scenario: preset name, YAML/JSON path, dict or FarmConfig.
-        policies: names (``baselines.registry`` names, ``ppo:PATH``) or objects with ``predict``.
+        policies: names (``serverfarm_gym.baselines.registry`` names, ``ppo:PATH``) or objects with ``predict``.
         replications: independent replications; replication r uses the same seed for every
             policy (common random numbers).
         horizon: decision epochs measured per replication, after ``warmup`` (default:
-            ``evaluation.measure.Window.for_farm``'s rule).
+            ``serverfarm_gym.evaluation.measure.Window.for_farm``'s rule).
         seed: base seed; the replication seeds are recorded in the report.
         workers: local processes (None: min(cpu_count, units); 1: in-process).
         use_ray, ray_address: run the units on Ray (local instance when no address).
@@ -432,7 +432,7 @@ def evaluate_exact(
     max_states: int = EXACT_MAX_STATES,
     **ignored: Any,
 ) -> dict[str, Any]:
-    """Each policy's *exact* long-run performance (``evaluation.exact``: the stationary
+    """Each policy's *exact* long-run performance (``serverfarm_gym.evaluation.exact``: the stationary
     distribution of its per-server CTMC), in the report shape of :func:`evaluate` with ``ci95``
     0 (no sampling error) and ``route`` ``"exact"``.
 
@@ -477,7 +477,7 @@ def evaluate_exact(
             "method": "exact",
             "action_mode": action_mode,
             "max_states": int(max_states),
-            "interval": "none: exact stationary values of the per-server CTMC (evaluation.exact)",
+            "interval": "none: exact stationary values of the per-server CTMC (serverfarm_gym.evaluation.exact)",
         },
         "optimum": refs.get("optimum"),
         "optimum_reason": refs.get("optimum_reason"),

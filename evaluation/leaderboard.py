@@ -1,5 +1,5 @@
 """The leaderboard of a benchmark suite: Markdown table, CSV, PNG plot and JSON, all written
-atomically, with every output path checked before the (long) run. See :mod:`evaluation.suite`.
+atomically, with every output path checked before the (long) run. See :mod:`serverfarm_gym.evaluation.suite`.
 
 Learned rows (``evaluate.py --suite core --learned PATH[,PATH]``) are results measured elsewhere,
 such as ``experiments/from_scratch.py``'s ``leaderboard_rows.json``: per scenario an efficiency
@@ -20,9 +20,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.cli import name_list
-from evaluation.report import atomic_open, atomic_write, check_output_paths, to_json
-from evaluation.suite import RANDOM_POLICY, SuiteDefinition, load_suite, mean_of_scores, run_suite
+from serverfarm_gym.evaluation.cli import name_list
+from serverfarm_gym.evaluation.report import atomic_open, atomic_write, check_output_paths, to_json
+from serverfarm_gym.evaluation.suite import (
+    RANDOM_POLICY,
+    SuiteDefinition,
+    load_suite,
+    mean_of_scores,
+    run_suite,
+)
 
 __all__ = [
     "SCORE_METHOD",
@@ -427,7 +433,7 @@ def run_suite_and_write(
     learned: Sequence[str | Path] = (),
     **kwargs: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Check the outputs and the ``learned`` rows files, :func:`~evaluation.suite.run_suite`, add
+    """Check the outputs and the ``learned`` rows files, :func:`~serverfarm_gym.evaluation.suite.run_suite`, add
     the learned columns (:func:`merge_learned`), print the Markdown (unless ``quiet``) and write
     the files. This is ``evaluate.py --suite``."""
     paths = leaderboard_paths(out_dir, json_path, csv_path, plot_path)

@@ -1,11 +1,11 @@
 """One measurement API: the efficiency of one deterministic policy on one farm, with its interval.
 
 :func:`measure` is the single entry point that training, model selection, experiments and
-benchmarks call (``evaluation.harness.evaluate``, the multi-policy report of ``evaluate.py``,
-runs the same replication primitives, :func:`evaluation.rollout.simulate_builtin` and
-:func:`evaluation.rollout.rollout`, with the same window and seeds)::
+benchmarks call (``serverfarm_gym.evaluation.harness.evaluate``, the multi-policy report of ``evaluate.py``,
+runs the same replication primitives, :func:`serverfarm_gym.evaluation.rollout.simulate_builtin` and
+:func:`serverfarm_gym.evaluation.rollout.rollout`, with the same window and seeds)::
 
-    from evaluation import Window, measure, replication_seeds
+    from serverfarm_gym.evaluation import Window, measure, replication_seeds
     est = measure(policy, config, Window.for_farm(config, 20_000), replication_seeds(0, 8))
     est.efficiency, est.ci95, est.per_replication
 
@@ -15,17 +15,17 @@ epochs are measured. The one warm-up rule is :meth:`Window.for_farm`.
 
 Routes (``Estimate.route``), chosen by ``method="auto"`` in this order:
 
-* ``exact``: the stationary distribution of the per-server CTMC (``evaluation.exact``), when the
+* ``exact``: the stationary distribution of the per-server CTMC (``serverfarm_gym.evaluation.exact``), when the
   chain is solvable and the objective is energy; no sampling error (``ci95`` 0).
 * ``builtin``: the compiled simulator's own dispatcher for a policy with a built-in form (a
   priority table in server mode: PAS, Whittle, the heuristics), at compiled speed.
-* ``vector``: all replications in lockstep in :class:`envs.vector.ServerFarmVectorEnv`, one batched
+* ``vector``: all replications in lockstep in :class:`serverfarm_gym.envs.vector.ServerFarmVectorEnv`, one batched
   policy call per epoch, when the window starts with a PAS warm-up;
-* ``env``: one :class:`envs.server_farm.ServerFarmEnv` rollout per replication otherwise.
+* ``env``: one :class:`serverfarm_gym.envs.server_farm.ServerFarmEnv` rollout per replication otherwise.
 
 Guarantees: the estimate is a deterministic function of (policy, config, window, seeds, action
 mode, objective); replication ``i`` uses stream ``seeds[i]`` on every route, so two policies
-measured with the same seeds are paired (common random numbers, ``evaluation.paired``). For a
+measured with the same seeds are paired (common random numbers, ``serverfarm_gym.evaluation.paired``). For a
 priority policy in server mode the ``builtin`` route gives the ``vector`` and ``env`` routes'
 sample paths (to float rounding). Efficiencies are read from the simulator's counters, never from
 the RL reward.
@@ -40,27 +40,27 @@ from typing import Any
 
 import numpy as np
 
-from baselines.pas import PASPolicy
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
-from envs.vector import ServerFarmVectorEnv
-from evaluation.exact import (
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.evaluation.exact import (
     EXACT_MAX_STATES,
     Predictor,
     as_predictor,
     exact_evaluation,
     exact_solvable,
 )
-from evaluation.references import reference_values
-from evaluation.rollout import (
+from serverfarm_gym.evaluation.references import reference_values
+from serverfarm_gym.evaluation.rollout import (
     check_window,
     policy_route,
     replication_seeds,
     rollout,
     simulate_builtin,
 )
-from evaluation.stats import mean_ci
+from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = [
     "METHODS",
@@ -115,7 +115,7 @@ class Window:
 
         The farm starts empty and must reach steady state before measuring: the warm-up from the
         empty farm is 50 mean job durations at the slowest group (``FarmConfig.epochs_per_duration``;
-        the calibration is in ``evaluation.harness.window_warnings``), and at least 10% of the
+        the calibration is in ``serverfarm_gym.evaluation.harness.window_warnings``), and at least 10% of the
         horizon. Without a PAS warm-up (``pas_warmup`` None/False/0) the measured policy
         dispatches it; with one (``True``: the rule's length) PAS dispatches it and the policy
         then runs its own transient, 10 mean job durations and at least 500 epochs, unmeasured (a
@@ -358,7 +358,7 @@ def _env(
     action_mode: str,
     objective: str,
 ) -> Estimate:
-    """One single-env rollout per replication (``evaluation.rollout.rollout``)."""
+    """One single-env rollout per replication (``serverfarm_gym.evaluation.rollout.rollout``)."""
     memo = _MemoPolicy(as_predictor(policy), action_mode)
     per_rep = np.empty(len(seeds))
     resp = np.empty(len(seeds))

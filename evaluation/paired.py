@@ -1,10 +1,10 @@
 """Paired comparisons on common random numbers, and which model to keep (training's model
-selection, built on :func:`evaluation.measure.measure`).
+selection, built on :func:`serverfarm_gym.evaluation.measure.measure`).
 
 Two estimates made with the *same* replication seeds are positively correlated, so the right test
 of "is the candidate better?" is on the per-replication differences: their mean and Student-t 95%
 interval (:func:`compare`), usually far narrower than the two separate intervals. Where the chain
-is small the efficiencies are exact (``evaluation.exact``): no noise, the comparison is direct.
+is small the efficiencies are exact (``serverfarm_gym.evaluation.exact``): no noise, the comparison is direct.
 
 :class:`PairedEvaluator` measures a predictor exactly or in the vector env on fixed seeds
 (replication ``i``: stream ``seed + i``) and holds PAS's estimate on the same seeds;
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from baselines.registry import make_policy
-from envs.config import FarmConfig
-from evaluation.measure import Estimate, Window, consecutive_seeds, measure
-from evaluation.stats import mean_ci
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.evaluation.measure import Estimate, Window, consecutive_seeds, measure
+from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = [
     "EXACT_RTOL",
@@ -123,7 +123,7 @@ def compare(candidate: Estimate, reference: Estimate) -> PairedComparison:
     if cv is None or rv is None or cv.shape != rv.shape:
         raise ValueError(
             "candidate/reference: a paired comparison needs per-replication values of both, "
-            "measured on the same seeds (evaluation.measure.measure)"
+            "measured on the same seeds (serverfarm_gym.evaluation.measure.measure)"
         )
     diff = cv - rv
     mean, half = mean_ci(diff, 0.95)

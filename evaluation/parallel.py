@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evaluation.rollout import WorkUnit, run_unit
+from serverfarm_gym.evaluation.rollout import WorkUnit, run_unit
 
 __all__ = ["default_workers", "parallel_map", "run_units"]
 
@@ -45,7 +45,7 @@ def run_units(
     """Run ``units``; returns their results in input order.
 
     Args:
-        units: the work units (see :class:`evaluation.rollout.WorkUnit`).
+        units: the work units (see :class:`serverfarm_gym.evaluation.rollout.WorkUnit`).
         workers: local processes; ``None`` = :func:`default_workers`, ``1`` = in this process.
             With Ray and no address, the CPUs given to the local Ray instance.
         ray_address: Ray cluster address (``"auto"``, ``"ray://host:10001"``, ...); with

@@ -1,14 +1,14 @@
-"""Reference values of a scenario: the exact optimum (``baselines.solvers.optimum``, memoised per
+"""Reference values of a scenario: the exact optimum (``serverfarm_gym.baselines.solvers.optimum``, memoised per
 process so the reference value and the ``optimal`` policy share one solve) and the relaxation
-upper bound (``baselines.solvers.bounds``), each None with the reason when not computable."""
+upper bound (``serverfarm_gym.baselines.solvers.bounds``), each None with the reason when not computable."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from baselines.solvers.bounds import relaxation_bound
-from baselines.solvers.optimum import solve as solve_optimum
-from envs.config import FarmConfig
+from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
+from serverfarm_gym.baselines.solvers.optimum import solve as solve_optimum
+from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = ["optimum_solution", "reference_values"]
 
@@ -21,14 +21,14 @@ _OPTIMUM_CACHE: dict[tuple[FarmConfig, int | None], tuple[Any, str | None]] = {}
 def optimum_solution(
     config: FarmConfig, max_variables: int | None = None
 ) -> tuple[Any, str | None]:
-    """(``baselines.solvers.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
+    """(``serverfarm_gym.baselines.solvers.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
     the reference value and the ``optimal`` policy share one solve. ``max_variables`` lowers (or
     raises) the LP solver's size limit (None: the solver's default)."""
     if config.has_sleep:
         # the base model's chain has no sleep modes: its optimum is another farm's
         return (
             None,
-            "exact solver refused: it ignores right-sizing (sleep:); see baselines.solvers.sleep_chain",
+            "exact solver refused: it ignores right-sizing (sleep:); see serverfarm_gym.baselines.solvers.sleep_chain",
         )
     key = (config, max_variables)
     if key in _OPTIMUM_CACHE:
@@ -57,7 +57,7 @@ def _optimum(
         "method": str(sol.method),
         "n_states": int(sol.space.n_states),
         "solve_s": float(sol.seconds),
-        "source": "baselines.solvers.optimum.solve",
+        "source": "serverfarm_gym.baselines.solvers.optimum.solve",
     }, None
 
 
@@ -76,7 +76,10 @@ def _bound(config: FarmConfig) -> tuple[dict[str, Any] | None, str | None]:
             val = getattr(res, attr, None)
     if val is None:
         return None, f"relaxation_bound returned {type(res).__name__} without an efficiency"
-    return {"efficiency": float(val), "source": "baselines.solvers.bounds.relaxation_bound"}, None
+    return {
+        "efficiency": float(val),
+        "source": "serverfarm_gym.baselines.solvers.bounds.relaxation_bound",
+    }, None
 
 
 def reference_values(

@@ -12,9 +12,9 @@ Blocked arrivals are not decision epochs but are counted in the blocking probabi
 Routes
 ------
 * **built-in** (``policy.builtin`` is ``"priority"`` or ``"random"``, action mode ``"server"``):
-  :meth:`envs.simulator.FarmSimulator.run` with the policy's priority table, at compiled speed.
+  :meth:`serverfarm_gym.envs.simulator.FarmSimulator.run` with the policy's priority table, at compiled speed.
 * **env** (everything else: the exact optimum, PPO, your own object with a ``predict`` method):
-  the policy is stepped through :class:`envs.server_farm.ServerFarmEnv` with
+  the policy is stepped through :class:`serverfarm_gym.envs.server_farm.ServerFarmEnv` with
   ``predict(obs, action_masks=env.action_masks(), deterministic=True)``.
 
 Both routes read efficiency, throughput, power and blocking from the simulator's own counters
@@ -33,17 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from baselines.registry import (
+from serverfarm_gym.baselines.registry import (
     check_policy_name,
     is_builtin_name,
     make_policy,
     policy_names,
     register_policy,
 )
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from envs.server_farm import ServerFarmEnv
-from envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.simulator import BUILTIN_POLICIES, FarmSimulator, SimStats
 
 __all__ = [
     "MAX_REPLICATIONS",
@@ -72,13 +72,13 @@ __all__ = [
 MAX_REPLICATIONS = 10_000
 #: the most decision epochs (warm-up + horizon) of one replication: 10^10 is hours per
 #: replication at the compiled simulator's ~2e6 epochs/s (days through the env), and covers a
-#: 50-duration warm-up at the farm limit of 1e7 epochs per duration (envs.validation)
+#: 50-duration warm-up at the farm limit of 1e7 epochs per duration (serverfarm_gym.envs.validation)
 MAX_WINDOW_EPOCHS = 10**10
 
 
 def register_policy_resolver(prefix: str, loader: Any) -> None:
     """Make ``"prefix:ARG"`` a valid policy name everywhere (the one registry,
-    ``baselines.registry.POLICIES``; the CLI sees it if the registration happens at import time of
+    ``serverfarm_gym.baselines.registry.POLICIES``; the CLI sees it if the registration happens at import time of
     a module the CLI imports).
 
     ``loader(arg, config, action_mode, seed)`` (a function, a class with such a ``from_spec``
@@ -116,7 +116,7 @@ def resolve_policy(
     """Build the policy named ``spec`` for ``config`` (or return ``spec`` if it already has a
     ``predict`` method).
 
-    Names: those of the one registry, ``baselines.registry.POLICIES`` (built by ``make_policy``):
+    Names: those of the one registry, ``serverfarm_gym.baselines.registry.POLICIES`` (built by ``make_policy``):
     a baseline, or ``prefix:ARG`` (``ppo:PATH`` loads a trained agent). ``kwargs`` go to the
     baseline's constructor (e.g. ``solution=`` for ``"optimal"``).
 
@@ -137,7 +137,7 @@ def policy_route(policy: Any, use_builtin: bool = True) -> tuple[str | None, np.
     roll it out through the env.
 
     The built-in dispatchers implement the *server-mode* decision rule, so a policy whose
-    ``action_mode`` is ``"group"`` is rolled out (its tie-breaking differs, see baselines.priority).
+    ``action_mode`` is ``"group"`` is rolled out (its tie-breaking differs, see serverfarm_gym.baselines.priority).
     """
     kind = getattr(policy, "builtin", None)
     if not use_builtin or kind not in BUILTIN_POLICIES:
@@ -286,7 +286,7 @@ def rollout(
     pas_warmup: int = 0,
 ) -> RolloutResult:
     """One replication of any object with ``predict(obs, action_masks=..., deterministic=...)``
-    through :class:`~envs.server_farm.ServerFarmEnv` (see the module doc for the window).
+    through :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv` (see the module doc for the window).
 
     Args:
         policy: the dispatcher; its ``action_mode`` attribute (if any) picks the env's encoding.
@@ -296,7 +296,7 @@ def rollout(
         action_mode: ``"server"``/``"group"``; default the policy's own, else ``"server"``.
         deterministic: passed to ``predict``.
         pas_warmup: epochs PAS dispatches (compiled, in the env's reset) from the empty farm
-            before the policy's ``warmup`` (``evaluation.measure.Window``).
+            before the policy's ``warmup`` (``serverfarm_gym.evaluation.measure.Window``).
 
     Masked actions are not executed: the env sends such a job where PAS would, and the count is
     returned as ``invalid_actions`` (a correct masked policy has 0).

@@ -14,10 +14,10 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
 ``farm`` is a preset name or an inline scenario mapping (the suite then stands alone);
 ``job_size`` replaces every job type's size distribution; ``slo`` (``{mean_response_time: D}``)
 sets the farm's SLO; ``reference`` is ``optimum`` (the exact
-optimum, ``baselines.solvers.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
-upper bound, ``baselines.solvers.bounds``), ``slo-optimum`` (the exact optimum under the farm's
-``slo:``, ``baselines.solvers.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
-exact optimum of a farm with right-sizing, ``baselines.solvers.sleep_chain``; small farms) or
+optimum, ``serverfarm_gym.baselines.solvers.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
+upper bound, ``serverfarm_gym.baselines.solvers.bounds``), ``slo-optimum`` (the exact optimum under the farm's
+``slo:``, ``serverfarm_gym.baselines.solvers.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
+exact optimum of a farm with right-sizing, ``serverfarm_gym.baselines.solvers.sleep_chain``; small farms) or
 ``best-known`` (the efficiency of the best known policy, given as ``reference_efficiency`` in the
 entry: for farms that no exact solver or valid bound covers, such as large farms with
 right-sizing). The base model's ``optimum`` and ``bound`` ignore ``sleep`` and are refused there.
@@ -48,21 +48,21 @@ from typing import Any
 
 import numpy as np
 
-from baselines.solvers.sleep_chain import SleepSpace
-from baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
-from baselines.solvers.slo_optimum import solve_slo
-from envs.config import FarmConfig, farm_from_dict
-from envs.files import load_mapping_file
-from envs.scenarios import PRESETS, load_scenario
-from envs.scenarios.files import data_dir
-from evaluation.harness import (
+from serverfarm_gym.baselines.solvers.sleep_chain import SleepSpace
+from serverfarm_gym.baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
+from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.files import load_mapping_file
+from serverfarm_gym.envs.scenarios import PRESETS, load_scenario
+from serverfarm_gym.envs.scenarios.files import data_dir
+from serverfarm_gym.evaluation.harness import (
     EvaluationPlan,
     plan_evaluation,
     reference_values,
     summarize_plan,
 )
-from evaluation.parallel import run_units
-from evaluation.stats import t_quantile
+from serverfarm_gym.evaluation.parallel import run_units
+from serverfarm_gym.evaluation.stats import t_quantile
 
 __all__ = [
     "RANDOM_POLICY",
@@ -89,7 +89,9 @@ _REFERENCE_KEY = {
 _TOP_KEYS = {"suite", "suite_version", "description", "defaults", "scenarios"}
 _WINDOW_KEYS = {"replications", "horizon", "warmup"}
 _SCENARIO_KEYS = {"name", "farm", "job_size", "reference", "seed", "description"} | _WINDOW_KEYS
-_SCENARIO_KEYS |= {"slo"}  # the farm's mean-response-time SLO (envs.config.SLOConfig)
+_SCENARIO_KEYS |= {
+    "slo"
+}  # the farm's mean-response-time SLO (serverfarm_gym.envs.config.SLOConfig)
 _SCENARIO_KEYS |= {"reference_efficiency"}  # the value of reference: best-known
 
 
@@ -385,7 +387,7 @@ def _model_in(folder: Path) -> Path | None:
 
 
 def _model_farm(model: Path) -> FarmConfig:
-    """The farm a saved model was trained on, from its JSON sidecar (``agents.ppo`` writes
+    """The farm a saved model was trained on, from its JSON sidecar (``serverfarm_gym.agents.ppo`` writes
     ``<model>.json`` with the scenario as a plain mapping); nothing in the zip is loaded."""
     side = model.with_suffix(".json")
     if not side.is_file():
@@ -523,7 +525,7 @@ def _slo_reference(farm: FarmConfig) -> dict[str, Any]:
         "slo_optimum": {
             "efficiency": float(sol.value),
             "mean_response_time": float(sol.info["mean_response_time"]),
-            "source": "baselines.solvers.slo_optimum.solve_slo",
+            "source": "serverfarm_gym.baselines.solvers.slo_optimum.solve_slo",
         },
         "slo_optimum_reason": None,
     }
@@ -543,7 +545,7 @@ def _sleep_reference(farm: FarmConfig) -> dict[str, Any]:
         "sleep_optimum": {
             "efficiency": float(value),
             "mean_response_time": float(res.mean_response_time),
-            "source": "baselines.solvers.sleep_chain.solve_optimum",
+            "source": "serverfarm_gym.baselines.solvers.sleep_chain.solve_optimum",
         },
         "sleep_optimum_reason": None,
     }

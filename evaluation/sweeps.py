@@ -1,6 +1,6 @@
 """Sweeps: many (scenario, farm size, seed) evaluations in one pool of work units (``sweep.py``).
 
-Each evaluation is planned and summarised exactly as :func:`evaluation.harness.evaluate` does, so
+Each evaluation is planned and summarised exactly as :func:`serverfarm_gym.evaluation.harness.evaluate` does, so
 a sweep's rows equal the single evaluations of the same settings.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
-from evaluation.harness import (
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.harness import (
     REFERENCE_POLICY,
     EvaluationPlan,
     backend_info,
@@ -23,11 +23,15 @@ from evaluation.harness import (
     plan_timing,
     summarize_plan,
 )
-from evaluation.parallel import run_units
-from evaluation.provenance import versions
-from evaluation.references import reference_values
-from evaluation.report import check_output_paths, format_sweep_table, write_sweep_outputs
-from evaluation.rollout import check_run_settings
+from serverfarm_gym.evaluation.parallel import run_units
+from serverfarm_gym.evaluation.provenance import versions
+from serverfarm_gym.evaluation.references import reference_values
+from serverfarm_gym.evaluation.report import (
+    check_output_paths,
+    format_sweep_table,
+    write_sweep_outputs,
+)
+from serverfarm_gym.evaluation.rollout import check_run_settings
 
 __all__ = ["MAX_WORK_UNITS", "check_sweep_size", "sweep", "sweep_and_write"]
 

@@ -2,7 +2,7 @@
 
     python examples/cleanrl_ppo.py --iterations 2
 
-``gym.make_vec`` builds :class:`~envs.vector.ServerFarmVectorEnv` (one compiled call steps all
+``gym.make_vec`` builds :class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv` (one compiled call steps all
 envs; Gymnasium 1.x next-step autoreset). Invalid actions get logit -1e8 from the ``int8`` masks
 in ``infos["action_mask"]``; ``invalid_action="raise"`` makes any masked action an error, and
 ``infos["invalid_action"]`` (per env, per step) is counted and checked to stay 0.

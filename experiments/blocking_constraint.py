@@ -15,16 +15,16 @@ an admissible policy must use it once the efficient servers are full. On a two-g
 
 we compare, all **exact** (exponential sizes):
 
-* ``opt_admissible``: the optimum over admissible policies (``baselines.solvers.optimum.solve_pi``);
-* ``pas``: PAS (per-server CTMC, ``baselines.solvers.ctmc``; simulated with the evaluation harness where
+* ``opt_admissible``: the optimum over admissible policies (``serverfarm_gym.baselines.solvers.optimum.solve_pi``);
+* ``pas``: PAS (per-server CTMC, ``serverfarm_gym.baselines.solvers.ctmc``; simulated with the evaluation harness where
   that chain is too large);
 * ``opt_free``: the optimum when blocking is allowed in every state (:func:`solve_free_blocking`:
   ratio policy iteration on the same aggregated chain with "block" added to every action set);
 * ``never_bad``: the farm's efficiency when the bad group is never used (its servers stay idle
   and still draw idle power; the admissible optimum of the farm with the job type restricted to
   ``good``) -- one particular blocking policy, so ``never_bad <= opt_free``;
-* ``bound``: the relaxation upper bound ``baselines.solvers.bounds.relaxation_bound`` (via
-  ``evaluation.harness.reference_values``; recorded as null with the reason if unavailable).
+* ``bound``: the relaxation upper bound ``serverfarm_gym.baselines.solvers.bounds.relaxation_bound`` (via
+  ``serverfarm_gym.evaluation.harness.reference_values``; recorded as null with the reason if unavailable).
 
 ``cost_of_no_blocking_pct = 100 (opt_free - opt_admissible) / opt_free`` is the price of the
 fairness rule itself; ``100 (bound - opt_admissible) / bound`` is what the relaxation overstates.
@@ -49,11 +49,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.solvers.ctmc import GeneratorSolver, evaluate_policy, n_full_states  # noqa: E402
-from baselines.solvers.optimum import AggregatedSpace, OptimumSolution, solve_pi  # noqa: E402
-from envs.config import FarmConfig, farm_from_dict  # noqa: E402
-from evaluation import evaluate, reference_values  # noqa: E402
-from evaluation.stats import shortfall_pct  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     durations_to_epochs,
@@ -63,6 +58,11 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver, evaluate_policy, n_full_states  # noqa: E402
+from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, OptimumSolution, solve_pi  # noqa: E402
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict  # noqa: E402
+from serverfarm_gym.evaluation import evaluate, reference_values  # noqa: E402
+from serverfarm_gym.evaluation.stats import shortfall_pct  # noqa: E402
 
 NAME = "blocking_constraint"
 CAPACITY = 6.0  # 2 x 2 + 2 x 1
@@ -114,7 +114,7 @@ def solve_free_blocking(
     """Exact optimum when a job may be blocked in any state: (efficiency, int64[N, J] actions
     with -1 = block, iterations).
 
-    Ratio policy iteration on the aggregated chain of :mod:`baselines.solvers.optimum` with "block" added
+    Ratio policy iteration on the aggregated chain of :mod:`serverfarm_gym.baselines.solvers.optimum` with "block" added
     to every (state, type) action set: evaluate (one sparse LU gives the stationary law and, with
     eta its efficiency, the relative values h of ``W - eta P``), then improve greedily -- taking
     action a moves the chain to ``next(m, a)``, blocking leaves it in m, so the best decision

@@ -14,13 +14,13 @@ At each size:
 * PAS simulated with the compiled simulator's priority dispatcher through the evaluation harness
   (``plan_evaluation`` + ``run_units``: independent replications, 95% Student-t intervals). The
   window is set in *model time*: a warm-up of at least 50 and a horizon of at least 100 mean job
-  durations of the slowest group (``evaluation.harness.window_warnings``; a larger farm has
+  durations of the slowest group (``serverfarm_gym.evaluation.harness.window_warnings``; a larger farm has
   proportionally more arrivals per unit time), and at least ``--min-epochs`` decision epochs;
-* the relaxation upper bound (``baselines.solvers.bounds.relaxation_bound`` via
-  ``evaluation.harness.reference_values``: the tight bound, with the per-type caps and blocking
+* the relaxation upper bound (``serverfarm_gym.baselines.solvers.bounds.relaxation_bound`` via
+  ``serverfarm_gym.evaluation.harness.reference_values``: the tight bound, with the per-type caps and blocking
   cuts) and, side by side, the loose bound of the first version (``tight=False``,
   ``bound_loose`` / ``deviation_loose_pct``);
-* the exact optimum (``baselines.solvers.optimum.solve_pi``) while the aggregated chain has at most
+* the exact optimum (``serverfarm_gym.baselines.solvers.optimum.solve_pi``) while the aggregated chain has at most
   ``--max-opt-states`` states.
 
 ``deviation_pct = 100 (bound - PAS) / bound`` with half-width ``100 ci / bound`` (the bound is
@@ -46,12 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.solvers.bounds import relaxation_bound  # noqa: E402
-from baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
-from envs.config import FarmConfig  # noqa: E402
-from envs.scenarios import load_preset  # noqa: E402
-from evaluation import plan_evaluation, reference_values, run_units, summarize_plan  # noqa: E402
-from evaluation.stats import shortfall_pct  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     durations_to_epochs,
@@ -61,6 +55,12 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.baselines.solvers.bounds import relaxation_bound  # noqa: E402
+from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
+from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_preset  # noqa: E402
+from serverfarm_gym.evaluation import plan_evaluation, reference_values, run_units, summarize_plan  # noqa: E402
+from serverfarm_gym.evaluation.stats import shortfall_pct  # noqa: E402
 
 NAME = "deviation_vs_size"
 BASES = ("tiny", "small-1", "small-2", "small-3", "paper-100")

@@ -4,14 +4,14 @@ trainer needs to reach 99% and 99.9% of the optimum, and the gap it ends at.
 
 Two trainers, each from a random start:
 
-* ``lean``: train.py's default trainer (``agents.ppo.algorithm.LeanPPO``) with the farm-derived
-  settings train.py uses (``agents.ppo.algorithm.recommended``: 16 envs x 128 steps, minibatches of
+* ``lean``: train.py's default trainer (``serverfarm_gym.agents.ppo.algorithm.LeanPPO``) with the farm-derived
+  settings train.py uses (``serverfarm_gym.agents.ppo.algorithm.recommended``: 16 envs x 128 steps, minibatches of
   128, 10 epochs, a discount horizon of one mean job duration);
 * ``sb3``: sb3-contrib ``MaskablePPO`` with its defaults (one env, 2,048 steps per rollout,
   minibatches of 64, 10 epochs, gamma 0.99) on ``TrainingWrapper(ServerFarmEnv)``.
 
 Both act in group actions and see 2,048 env steps between updates, and the deterministic
-policy is evaluated *exactly* (the CTMC of ``evaluation.exact``) at step 0 and after every
+policy is evaluated *exactly* (the CTMC of ``serverfarm_gym.evaluation.exact``) at step 0 and after every
 update: no evaluation noise, so "first reached" is a property of the run, not of a sample.
 CPU seconds count the training process's CPU time, evaluations excluded.
 
@@ -45,7 +45,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from evaluation.report import atomic_write, to_json
+from serverfarm_gym.evaluation.report import atomic_write, to_json
 
 #: the core suite's farms with an exact optimum (scenarios/suites/core.yaml)
 SCENARIOS = ("tiny", "small-1", "pas-gap", "speed-scaling")
@@ -61,7 +61,7 @@ ROWS_FILE = "leaderboard_rows.json"
 
 
 def _warmup(config: Any) -> int:
-    from evaluation.harness import epochs_per_duration
+    from serverfarm_gym.evaluation.harness import epochs_per_duration
 
     return max(1_000, math.ceil(50 * epochs_per_duration(config)))  # as train.py
 
@@ -87,10 +87,10 @@ class Curve:
 
 
 def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], tuple[float]]:
-    """The exact efficiency (``evaluation.exact``) of the deterministic policy ``predictor()``."""
+    """The exact efficiency (``serverfarm_gym.evaluation.exact``) of the deterministic policy ``predictor()``."""
 
     def measure_now() -> tuple[float]:
-        from evaluation.measure import measure
+        from serverfarm_gym.evaluation.measure import measure
 
         est = measure(predictor(), config, action_mode=ACTION_MODE, method="exact")
         if est is None:
@@ -103,7 +103,7 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
 def lean_trainer(config: Any, seed: int) -> Any:
     """A random-start ``LeanPPO`` with ``recommended(config)``, checked to update every
     ``EVAL_EVERY`` steps."""
-    from agents.ppo.algorithm import LeanPPO, recommended
+    from serverfarm_gym.agents.ppo.algorithm import LeanPPO, recommended
 
     trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **recommended(config))
     per = trainer.cfg.n_envs * trainer.cfg.n_steps
@@ -128,8 +128,8 @@ def sb3_model(config: Any, seed: int) -> tuple[Any, Any]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from agents.ppo_sb3.wrappers import TrainingWrapper
-    from envs.server_farm import ServerFarmEnv
+    from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
+    from serverfarm_gym.envs.server_farm import ServerFarmEnv
 
     torch.set_num_threads(1)
     made: list[Any] = []
@@ -176,7 +176,7 @@ def sb3_callback(
 
 def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
     """A random-start sb3-contrib MaskablePPO run (its defaults) of ``steps`` env steps."""
-    from agents.ppo import model_predictor
+    from serverfarm_gym.agents.ppo import model_predictor
 
     model, _ = sb3_model(config, seed)
     curve = Curve(exact_efficiency(config, lambda: model_predictor(model)))
@@ -205,7 +205,7 @@ def run_cell(
     the preset ``scenario``) and write it atomically, with the ``extra`` fields."""
     import torch
 
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     torch.set_num_threads(1)
     config = load_scenario(scenario) if config is None else config
@@ -232,9 +232,9 @@ def write_cell(out: Path, cell: dict[str, Any]) -> Path:
 # aggregation
 # ---------------------------------------------------------------------------------------------
 def _references(scenarios: list[str]) -> dict[str, dict[str, float]]:
-    from envs.scenarios import load_scenario
-    from evaluation.measure import pas_efficiency
-    from evaluation.references import optimum_solution
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.references import optimum_solution
 
     refs = {}
     for s in scenarios:
@@ -362,8 +362,8 @@ def learned_rows(
     random dispatcher of the suite run, so the leaderboard computes it (``score`` is null here);
     only scenarios whose farm (``farm_of(name)``, default the preset) is the suite scenario's
     farm are written. ``extra(row)`` adds fields to each row."""
-    from envs.scenarios import load_scenario
-    from evaluation.suite import load_suite
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.evaluation.suite import load_suite
 
     farm_of = load_scenario if farm_of is None else farm_of
 
@@ -387,7 +387,7 @@ def learned_rows(
     return {
         "schema": ROWS_SCHEMA, "suite": definition.name, "suite_version": definition.version,
         "produced_by": produced_by,
-        "statistic": "IQM over seeds of the final policy's exact efficiency (evaluation.exact)",
+        "statistic": "IQM over seeds of the final policy's exact efficiency (serverfarm_gym.evaluation.exact)",
         "interval": "95% percentile interval, 5,000 stratified-bootstrap resamples of the seeds",
         "rows": rows,
     }  # fmt: skip

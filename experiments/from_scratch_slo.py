@@ -1,17 +1,17 @@
 """PPO from scratch under a mean-response-time SLO: the small farms of the ``latency`` suite
 (``tiny-slo``, ``small-2-slo``, ``pas-gap-slo``, ``speed-scaling-slo``; ``slo: {mean_response_time:
-D}``), measured against the exact SLO-constrained optimum (``baselines.solvers.slo_optimum.
+D}``), measured against the exact SLO-constrained optimum (``serverfarm_gym.baselines.solvers.slo_optimum.
 solve_slo``): how many env steps and CPU seconds each trainer needs until its policy meets the
 SLO *and* reaches 99% / 99.9% of that optimum, the gap it ends at, whether it ends within the
 SLO, and the gap of the best policy that met it.
 
 Both trainers start from a random network and learn from the SLO's Lagrangian reward
-``(W - eta P - beta N) dt`` (``envs.slo``), beta starting at the exact LP's dual price
-(``agents.ppo.slo.lp_multiplier``) and moved after every rollout by projected dual ascent on the
-rollout's own mean response time (``agents.ppo.slo.DualAscent``, ``envs.slo.update_multiplier``,
+``(W - eta P - beta N) dt`` (``serverfarm_gym.envs.slo``), beta starting at the exact LP's dual price
+(``serverfarm_gym.agents.ppo.slo.lp_multiplier``) and moved after every rollout by projected dual ascent on the
+rollout's own mean response time (``serverfarm_gym.agents.ppo.slo.DualAscent``, ``serverfarm_gym.envs.slo.update_multiplier``,
 step 1/D), as ``train.py`` trains to an SLO (without its clone):
 
-* ``lean``: ``agents.ppo.algorithm.LeanPPO`` with ``recommended(config)``; the rollout's E[T] is
+* ``lean``: ``serverfarm_gym.agents.ppo.algorithm.LeanPPO`` with ``recommended(config)``; the rollout's E[T] is
   the one ``LeanPPO.collect`` measures (Little's law: the time integral of N over the jobs
   admitted), the dual step runs after each update, before the next rollout (``train.py``'s
   callback);
@@ -21,9 +21,9 @@ step 1/D), as ``train.py`` trains to an SLO (without its clone):
 
 Both update every 2,048 env steps. At step 0 and after every update the network's *sampling*
 policy (under a binding SLO the optimum randomises) is measured exactly on the aggregated chain
-(``agents.ppo.slo.exact_slo``, as ``measure_slo`` does): efficiency and E[T], no noise, with
+(``serverfarm_gym.agents.ppo.slo.exact_slo``, as ``measure_slo`` does): efficiency and E[T], no noise, with
 beta at that time. A policy meets the SLO when its exact E[T] <= D (1e-9 relative,
-``agents.ppo.slo.EXACT_RTOL``). Cells, reruns, the IQM with stratified-bootstrap intervals, the
+``serverfarm_gym.agents.ppo.slo.EXACT_RTOL``). Cells, reruns, the IQM with stratified-bootstrap intervals, the
 figures and the learned rows (``python evaluate.py --suite latency --learned
 results/from_scratch_slo/leaderboard_rows.json``) work as in ``experiments/from_scratch.py``.
 
@@ -54,7 +54,7 @@ PREFIX = "from_scratch_slo"
 
 def suite_farm(scenario: str) -> Any:
     """The ``latency`` suite scenario's farm, its ``slo:`` included."""
-    from evaluation.suite import load_suite
+    from serverfarm_gym.evaluation.suite import load_suite
 
     farms = {sc.name: sc.farm for sc in load_suite(SUITE).scenarios}
     if scenario not in farms:
@@ -66,7 +66,7 @@ class _SLOMeasure:
     """(efficiency, E[T], beta) of a network's sampling policy, exact on the aggregated chain."""
 
     def __init__(self, config: Any, policy: Any, venv: Any):
-        from agents.ppo.slo import exact_space
+        from serverfarm_gym.agents.ppo.slo import exact_space
 
         self.config, self.policy, self.venv = config, policy, venv
         self.space = exact_space(config, fs.ACTION_MODE)
@@ -74,7 +74,7 @@ class _SLOMeasure:
             raise ValueError(f"scenario {config.name}: its chain is not exactly solvable")
 
     def __call__(self) -> tuple[float, float, float]:
-        from agents.ppo.slo import exact_slo
+        from serverfarm_gym.agents.ppo.slo import exact_slo
 
         eff, et = exact_slo(self.policy(), self.config, self.space)
         return eff, et, float(self.venv.slo_multiplier)
@@ -82,7 +82,7 @@ class _SLOMeasure:
 
 def run_lean(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
     """A random-start lean PPO run under the SLO's Lagrangian with dual ascent."""
-    from agents.ppo.slo import DualAscent, lp_multiplier
+    from serverfarm_gym.agents.ppo.slo import DualAscent, lp_multiplier
 
     trainer = fs.lean_trainer(config, seed)
     meas = _SLOMeasure(config, lambda: trainer.policy, trainer.venv)
@@ -101,7 +101,7 @@ def run_lean(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
 def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
     """A random-start MaskablePPO run (its defaults) under the SLO's Lagrangian with the same
     dual ascent, its E[T] measured over each rollout by a callback."""
-    from agents.ppo.slo import DualAscent, lp_multiplier
+    from serverfarm_gym.agents.ppo.slo import DualAscent, lp_multiplier
 
     model, env = fs.sb3_model(config, seed)
     meas = _SLOMeasure(config, lambda: model.policy, env)
@@ -140,8 +140,8 @@ def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> d
 def references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     """Per scenario: D, the exact SLO-constrained optimum (``optimum``) and its E[T], and the
     unconstrained optimum for scale."""
-    from baselines.solvers.optimum import solve_lp
-    from baselines.solvers.slo_optimum import solve_slo
+    from serverfarm_gym.baselines.solvers.optimum import solve_lp
+    from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
 
     refs = {}
     for s in scenarios:
@@ -158,7 +158,7 @@ def milestones(cell: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
     (exact E[T] <= D, ``EXACT_RTOL`` relative) and, meeting it, reaches each threshold; the
     final policy's gap, E[T] / D and whether it meets the SLO; the best policy that meets it
     (``best_share``, 0.0 when none did: what train.py's constrained selection keeps)."""
-    from agents.ppo.slo import EXACT_RTOL
+    from serverfarm_gym.agents.ppo.slo import EXACT_RTOL
 
     curve = np.asarray(cell["curve"], dtype=float)
     met = curve[:, 3] <= ref["slo"] * (1.0 + EXACT_RTOL)
@@ -271,7 +271,7 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
                            "slo-optimum")  # fmt: skip
     rows["statistic"] = (
         "IQM over seeds of the final sampling policy's exact efficiency (aggregated chain, "
-        "agents.ppo.slo.exact_slo); mean_response_time: the same policies' exact E[T]"
+        "serverfarm_gym.agents.ppo.slo.exact_slo); mean_response_time: the same policies' exact E[T]"
     )
     return fs.write_report(out, PREFIX, agg, cells, short, rows, markdown_table, min_seeds)
 

@@ -8,11 +8,11 @@
 measured or searched on it. Five parts:
 
 **Held-out sampled farms, exact** (``sampled``): the first ``--n-farms`` draws of
-``envs.farm_sampler.sample_farm`` from :data:`EVAL_SEEDS` (inside ``HELD_OUT_SEEDS``: never drawn
+``serverfarm_gym.envs.farm_sampler.sample_farm`` from :data:`EVAL_SEEDS` (inside ``HELD_OUT_SEEDS``: never drawn
 by training, apart from the validation seeds) with exponential sizes and a per-server chain of at
 most 5,000 states. Per farm, exactly (stationary efficiency of the per-server CTMC, server mode):
 the generalist, PAS, best-priority (its exact search, default settings) and the optimum
-(``baselines.solvers.optimum``). The same on experiment 1's farms (``random_farm(seed)``, seeds
+(``serverfarm_gym.baselines.solvers.optimum``). The same on experiment 1's farms (``random_farm(seed)``, seeds
 ``0..n-1``; training never draws that family).
 
 **Held-out mid-size farms, paired simulation** (``mid``): the first ``--n-mid`` draws of
@@ -39,7 +39,7 @@ model's network alone on each exact farm and the paired difference of the two ga
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
-best-priority's tables each run in the compiled simulator (``evaluation.measure``,
+best-priority's tables each run in the compiled simulator (``serverfarm_gym.evaluation.measure``,
 its built-in route) on the same replication seeds, so the differences are paired (Student-t
 95% intervals of the per-replication differences). best-priority's table is searched on the
 100-server preset (default settings) and used as is on its x100 farm (its scaled-down twin).
@@ -68,20 +68,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from agents.generalist.exact_tune import polished_table  # noqa: E402
-from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
-from agents.generalist.table_net import load_weights  # noqa: E402
-from baselines.best_priority import BestPriorityPolicy  # noqa: E402
-from baselines.pas import PASPolicy, pas_table  # noqa: E402
-from baselines.priority import PriorityPolicy  # noqa: E402
-from envs.config import FarmConfig  # noqa: E402
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
-from envs.scenarios import load_scenario, random_farm  # noqa: E402
-from evaluation.exact import exact_table_solvable  # noqa: E402
-from evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
-from evaluation.references import optimum_solution  # noqa: E402
-from evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     metadata,
@@ -90,6 +76,20 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.agents.generalist.exact_tune import polished_table  # noqa: E402
+from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
+from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
+from serverfarm_gym.agents.generalist.table_net import load_weights  # noqa: E402
+from serverfarm_gym.baselines.best_priority import BestPriorityPolicy  # noqa: E402
+from serverfarm_gym.baselines.pas import PASPolicy, pas_table  # noqa: E402
+from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402
+from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_scenario, random_farm  # noqa: E402
+from serverfarm_gym.evaluation.exact import exact_table_solvable  # noqa: E402
+from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
+from serverfarm_gym.evaluation.references import optimum_solution  # noqa: E402
+from serverfarm_gym.evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
 
 NAME = "generalist_eval"
 #: held-out sampler seeds of the exact evaluation (validation uses HELD_OUT_SEEDS.start + 0..)
@@ -276,9 +276,9 @@ def throughput(model: str, epochs: int) -> dict[str, Any]:
 _TIMING = """
 import json, time
 t0, c0 = time.perf_counter(), time.process_time()
-from baselines.registry import make_policy
-from envs.scenarios import load_scenario
-from envs.server_farm import ServerFarmEnv
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
 config = load_scenario("large-10k")
 env = ServerFarmEnv(config, action_mode="group")
 obs, _ = env.reset(seed=0)

@@ -18,11 +18,11 @@ every candidate is evaluated exactly (no sampling error, so no selection bias):
   by ``s`` (also searched; ``s = 0`` is the table alone): does the network add anything that
   the farm's own table does not have?
 * **token PPO**: PPO on the token network's own weights, pinned to the farm
-  (:class:`agents.generalist.GeneralistTrainer`, 16 envs x 256 steps a rollout, the trainer's
+  (:class:`serverfarm_gym.agents.generalist.GeneralistTrainer`, 16 envs x 256 steps a rollout, the trainer's
   defaults otherwise), exact evaluation of its deterministic policy after every rollout, for
   ``--ppo-steps`` (default 40,960: 1/5 of pas-gap's per-farm 204,800).
 
-Farms: preset names, or ``random:SEED`` for ``envs.scenarios.random_farm(SEED)`` (the user farms
+Farms: preset names, or ``random:SEED`` for ``serverfarm_gym.envs.scenarios.random_farm(SEED)`` (the user farms
 of docs/training.md are seeds 2000, 2001, 2003, 2010). Outputs: ``generalist_finetune.json`` /
 ``.csv`` / ``.png`` (token PPO's share of PAS's gap closed against steps).
 """
@@ -43,17 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
-from agents.generalist.network import TokenPolicyNet  # noqa: E402
-from agents.generalist.token_policy import TOKEN_MODEL, TokenGeneralistPolicy, token_tensors  # noqa: E402
-from agents.generalist.train import GeneralistTrainer  # noqa: E402
-from baselines.best_priority import BestPriorityPolicy  # noqa: E402
-from baselines.pas import PASPolicy  # noqa: E402
-from envs.config import FarmConfig  # noqa: E402
-from envs.scenarios import load_scenario, random_farm  # noqa: E402
-from evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
-from evaluation.measure import measure as measure_policy  # noqa: E402
-from evaluation.references import optimum_solution  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     metadata,
@@ -62,6 +51,21 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
+from serverfarm_gym.agents.generalist.network import TokenPolicyNet  # noqa: E402
+from serverfarm_gym.agents.generalist.token_policy import (  # noqa: E402
+    TOKEN_MODEL,
+    TokenGeneralistPolicy,
+    token_tensors,
+)
+from serverfarm_gym.agents.generalist.train import GeneralistTrainer  # noqa: E402
+from serverfarm_gym.baselines.best_priority import BestPriorityPolicy  # noqa: E402
+from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
+from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_scenario, random_farm  # noqa: E402
+from serverfarm_gym.evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
+from serverfarm_gym.evaluation.measure import measure as measure_policy  # noqa: E402
+from serverfarm_gym.evaluation.references import optimum_solution  # noqa: E402
 
 NAME = "generalist_finetune"
 FARMS = ("pas-gap", "tiny", "small-1", "small-2", "small-3", "speed-scaling",
@@ -75,7 +79,7 @@ NET_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0)
 
 
 def farm_from_name(name: str) -> FarmConfig:
-    """A preset, or ``random:SEED`` (``envs.scenarios.random_farm``)."""
+    """A preset, or ``random:SEED`` (``serverfarm_gym.envs.scenarios.random_farm``)."""
     if name.startswith("random:"):
         return random_farm(int(name.split(":", 1)[1]))
     return load_scenario(name)
@@ -83,7 +87,7 @@ def farm_from_name(name: str) -> FarmConfig:
 
 class BiasedLogits:
     """The group-mode predictor ``argmax(s * logits + bias)`` over the valid tokens, for
-    ``evaluation.exact``; the network's logits are computed once per batch of observations
+    ``serverfarm_gym.evaluation.exact``; the network's logits are computed once per batch of observations
     (the exact evaluator asks for the same states on every candidate)."""
 
     def __init__(self, config: FarmConfig, net: TokenPolicyNet, max_groups: int) -> None:

@@ -4,20 +4,20 @@
     python experiments/geo_day.py --quick --out /tmp/geo   # CI-sized run (seconds)
     python experiments/geo_day.py --frontier docs/figures/pdr_frontier.png --frontier-only
 
-Policies (names of ``baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
+Policies (names of ``serverfarm_gym.baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
 
 * ``pas``: PAS over every server an ingress point may use (latency blind, price blind);
 * ``pas-price``: price-aware PAS that follows the interval (``mu / ((eps - eps0) price)`` with the
   current interval's prices; ``PriceAwarePASPolicy(interval=None)``, rolled out through the env);
-* ``pdr-pas``: the per-interval PDR plan (``baselines.solvers.pdr.solve_interval`` with its default
+* ``pdr-pas``: the per-interval PDR plan (``serverfarm_gym.baselines.solvers.pdr.solve_interval`` with its default
   weights, all 1: latency-weighted) routes each arrival to a cluster at random with probability
-  x_ij / r_i, PAS inside the cluster (``baselines.pdr_pas``);
+  x_ij / r_i, PAS inside the cluster (``serverfarm_gym.baselines.pdr_pas``);
 * ``pdr-pas-cost``: the same dispatcher with a cost-oriented plan: weights energy 1, network 1,
   performance 1e-3 (a tie-break, so that the plan is Pareto optimal), and the epsilon constraint
   L_ave <= D_max (1 - ``--cost-margin``): the cheapest plan that keeps a latency margin below
   D_max (the planning model's delay is not the farm's, the margin absorbs the difference);
 * ``ppo``: a MaskablePPO agent (group action mode). ``--ppo PATH`` evaluates a saved model
-  (``agents.ppo.PPOAgent.load``: a ``train.py`` run or the model this script saved earlier).
+  (``serverfarm_gym.agents.ppo.PPOAgent.load``: a ``train.py`` run or the model this script saved earlier).
   Without it, one is trained here with sb3-contrib's MaskablePPO, ``objective="cost"``
   (reward: work minus eta x energy *cost*), a small budget (``--ppo-steps``) and a compressed
   day (``--ppo-interval-length`` time units per interval, so that training visits every interval
@@ -25,9 +25,9 @@ Policies (names of ``baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
 
 One replication simulates one day: the 24 intervals of ``interval_length`` time units, from an
 empty farm at t = 0 (00 UTC; the transient from empty lasts a few mean service times, a few
-time units out of 1440). Every policy is rolled out through :class:`envs.server_farm.ServerFarmEnv`
+time units out of 1440). Every policy is rolled out through :class:`serverfarm_gym.envs.server_farm.ServerFarmEnv`
 with ``predict(obs, action_masks=...)``; replication r uses the same seed for every policy
-(common random numbers). We do not use ``evaluation.harness`` here because its window is counted
+(common random numbers). We do not use ``serverfarm_gym.evaluation.harness`` here because its window is counted
 in decision epochs and it does not record where jobs were routed; both are needed (a window of
 exactly one day, per-(ingress, cluster) counts for the latency).
 
@@ -84,12 +84,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.pas import PASPolicy  # noqa: E402
-from envs.config import FarmConfig  # noqa: E402
-from envs.geo import GeoConfig  # noqa: E402
-from envs.scenarios import load_geo_scenario  # noqa: E402
-from envs.server_farm import ServerFarmEnv  # noqa: E402
-from envs.simulator import FarmSimulator  # noqa: E402
 from experiments.geo_farm import (  # noqa: E402
     SCENARIO,
     day_config,
@@ -105,6 +99,12 @@ from experiments.geo_report import (  # noqa: E402
     plot_frontier_figure,
     summarise,
 )
+from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
+from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
+from serverfarm_gym.envs.geo import GeoConfig  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_geo_scenario  # noqa: E402
+from serverfarm_gym.envs.server_farm import ServerFarmEnv  # noqa: E402
+from serverfarm_gym.envs.simulator import FarmSimulator  # noqa: E402
 
 PROG = "experiments/geo_day.py"
 DEFAULT_POLICIES = ("pas", "pas-price", "pdr-pas", "pdr-pas-cost", "ppo")
@@ -138,11 +138,11 @@ def build_policy(
     if name == "ppo":
         if not ppo_path:
             raise ValueError("ppo: no model path (pass --ppo PATH or let the script train one)")
-        from agents.ppo import PPOAgent
+        from serverfarm_gym.agents.ppo import PPOAgent
 
         # the registry's loader: refuses a model whose spaces do not fit this farm, naming both
         return PPOAgent.from_spec(ppo_path, config, "group")
-    from baselines.registry import make_policy
+    from serverfarm_gym.baselines.registry import make_policy
 
     if name == "pdr-pas-cost":
         return make_policy(
@@ -456,7 +456,7 @@ def _validated(a: argparse.Namespace) -> dict[str, Any]:
         if "ppo" in policies and a.ppo is not None:
             _check_ppo_model(a.ppo, config)
         if "pdr-pas-cost" in policies:
-            from baselines.solvers.pdr import PDRInfeasibleError
+            from serverfarm_gym.baselines.solvers.pdr import PDRInfeasibleError
 
             try:
                 cached_policy("pdr-pas-cost", None, a.interval_length, a.cost_margin)
@@ -484,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
 
 def frontier_marks(geo: GeoConfig, interval: int, cost_margin: float) -> list[tuple[str, Any]]:
     """The routings of pdr-pas and pdr-pas-cost in ``interval`` (labels for the figure)."""
-    from baselines.solvers.pdr import solve_interval
+    from serverfarm_gym.baselines.solvers.pdr import solve_interval
 
     cons = cost_constraints(geo, cost_margin)
     bound = f", L_ave <= {cons['latency']:g} ms" if cons else ""
@@ -577,7 +577,7 @@ def run_settings(
 
 def write_day_report(report: dict[str, Any], out: Path) -> None:
     """geo_day.json, geo_day.md (the table, also printed) and geo_day.png under ``out``."""
-    from evaluation.report import atomic_write, to_json
+    from serverfarm_gym.evaluation.report import atomic_write, to_json
 
     atomic_write(out / "geo_day.json", to_json(report))
     table = markdown_table(report)

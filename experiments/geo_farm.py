@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.geo import GeoConfig
-from envs.scenarios import load_geo_scenario, load_scenario
-from envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.geo import GeoConfig
+from serverfarm_gym.envs.scenarios import load_geo_scenario, load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
 
 SCENARIO = "geo-us-eu"
 
@@ -62,7 +62,7 @@ def train_ppo(
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from agents.ppo import write_sidecar
+    from serverfarm_gym.agents.ppo import write_sidecar
 
     torch.set_num_threads(1)  # small MLP: one thread is fastest, and the machine is shared
     train_cfg = day_config(interval_length)

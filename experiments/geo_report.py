@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from envs.geo import GeoConfig
-from envs.scenarios import load_geo_scenario
-from evaluation.stats import summarize
+from serverfarm_gym.envs.geo import GeoConfig
+from serverfarm_gym.envs.scenarios import load_geo_scenario
+from serverfarm_gym.evaluation.stats import summarize
 
 #: scalar metrics per replication, in the JSON's order
 METRICS = (
@@ -178,7 +178,7 @@ def plot_frontier_figure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from baselines.solvers.pdr import pareto_frontier
+    from serverfarm_gym.baselines.solvers.pdr import pareto_frontier
 
     geo = load_geo_scenario(scenario)
     pts = pareto_frontier(geo, interval, n_points=15)

@@ -13,7 +13,7 @@ for non-exponential sizes).
 PAS is simulated with the evaluation harness (independent replications, 95% Student-t
 intervals; window of at least 100 mean job durations after a warm-up of at least 50). The change
 relative to the exponential case is ``100 (eff_d - eff_exp) / eff_exp`` with the interval of the
-per-replication differences (``evaluation.stats.paired_gap_pct``: replication r of every
+per-replication differences (``serverfarm_gym.evaluation.stats.paired_gap_pct``: replication r of every
 distribution uses the same seed; the streams are independent across distributions, so the
 pairing is valid but gives little variance reduction). For the small presets the exact
 exponential value (per-server CTMC) is recorded as a check of the simulated reference.
@@ -31,10 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
-from envs.scenarios import load_preset  # noqa: E402
-from evaluation import plan_evaluation, run_units, summarize_plan  # noqa: E402
-from evaluation.stats import paired_gap_pct  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     durations_to_epochs,
@@ -43,6 +39,10 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_preset  # noqa: E402
+from serverfarm_gym.evaluation import plan_evaluation, run_units, summarize_plan  # noqa: E402
+from serverfarm_gym.evaluation.stats import paired_gap_pct  # noqa: E402
 
 NAME = "job_size_robustness"
 FARMS = ("tiny", "small-1", "small-2", "small-3", "paper-100")

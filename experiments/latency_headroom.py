@@ -1,7 +1,7 @@
 """Headroom of dynamic right-sizing: (optimum - best fair baseline) / optimum on sampled small
-farms, all exact (baselines.solvers.sleep_chain, baselines.sleep_search).
+farms, all exact (serverfarm_gym.baselines.solvers.sleep_chain, serverfarm_gym.baselines.sleep_search).
 
-Farms come from ``envs.farm_sampler.sample_farm`` with right-sizing (each group sleeps with
+Farms come from ``serverfarm_gym.envs.farm_sampler.sample_farm`` with right-sizing (each group sleeps with
 probability ``--sleep-share``), 2-3 groups of 1-4 servers in all, buffers 1-2, 1-3 job types,
 exponential sizes, on/off servers; a farm without a sleeping group, or whose aggregated chain has
 more than ``--max-states`` states, is skipped (counted) and the next seed drawn. Per farm:
@@ -31,15 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.sleep_search import best_static_order, heuristic_orders, priority_of  # noqa: E402
-from baselines.solvers.sleep_chain import (  # noqa: E402
-    SleepSpace,
-    evaluate_pas,
-    evaluate_table,
-    solve_optimum,
-)
-from envs.config import FarmConfig, farm_from_dict  # noqa: E402
-from envs.farm_sampler import FarmDistribution, sample_farm  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     metadata,
@@ -49,6 +40,15 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.baselines.sleep_search import best_static_order, heuristic_orders, priority_of  # noqa: E402
+from serverfarm_gym.baselines.solvers.sleep_chain import (  # noqa: E402
+    SleepSpace,
+    evaluate_pas,
+    evaluate_table,
+    solve_optimum,
+)
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import FarmDistribution, sample_farm  # noqa: E402
 
 NAME = "latency_headroom"
 

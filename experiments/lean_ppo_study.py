@@ -1,4 +1,4 @@
-"""Lean masked PPO (``agents.ppo.algorithm``): which criterion learns better per step, what PAS
+"""Lean masked PPO (``serverfarm_gym.agents.ppo.algorithm``): which criterion learns better per step, what PAS
 initialisation buys, and what the fast defaults reach on paper-100.
 
 ``criteria``: on small farms with an exact evaluation (tiny in server actions, pas-gap in group
@@ -8,7 +8,7 @@ several seeds each, the deterministic policy's exact efficiency (CTMC) after eve
 the starting efficiency of a random policy and of one cloned from PAS.
 
 ``grid``: every point of a JSON grid of ``LeanPPOConfig`` fields (over ``SMALL_BASE``) on
-exactly solved farms (presets, or ``rand-SEED`` for ``envs.random_farm(SEED)``), random start or
+exactly solved farms (presets, or ``rand-SEED`` for ``serverfarm_gym.envs.random_farm(SEED)``), random start or
 PAS clone, the exact efficiency after every update (share of PAS's gap to the optimum closed).
 
 ``large``: a simulated farm (paper-100, large-10k): the best policy is selected during training
@@ -42,7 +42,7 @@ import numpy as np
 
 
 def _exact(trainer: Any) -> float:
-    from evaluation.measure import measure
+    from serverfarm_gym.evaluation.measure import measure
 
     est = measure(
         trainer.predict_batch, trainer.config, action_mode=trainer.cfg.action_mode, method="exact"
@@ -53,10 +53,10 @@ def _exact(trainer: Any) -> float:
 
 
 def criteria(ns: argparse.Namespace) -> dict[str, Any]:
-    from agents.ppo.algorithm import LeanPPO
-    from envs.scenarios import load_scenario
-    from evaluation.measure import pas_efficiency
-    from evaluation.references import optimum_solution
+    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.references import optimum_solution
 
     out: dict[str, Any] = {}
     for spec in ns.scenarios.split(","):
@@ -114,10 +114,10 @@ def grid(ns: argparse.Namespace) -> dict[str, Any]:
     solvable ``scenario:mode``, ``--seeds`` seeds, ``--init`` random or a PAS clone; the exact
     efficiency of the deterministic policy after every update, and the share of PAS's gap to
     the optimum closed (final, best, mean of the last quarter)."""
-    from agents.ppo.algorithm import LeanPPO
-    from envs.scenarios import load_scenario, random_farm
-    from evaluation.measure import pas_efficiency
-    from evaluation.references import optimum_solution
+    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+    from serverfarm_gym.envs.scenarios import load_scenario, random_farm
+    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.references import optimum_solution
 
     out: dict[str, Any] = {}
     for spec in ns.scenarios.split(","):
@@ -171,12 +171,12 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     paired gap. Also the share of PAS's gap to the relaxation bound closed."""
     import copy
 
-    from agents.ppo.algorithm import LeanPPO, numpy_predictor
-    from baselines.registry import make_policy
-    from baselines.solvers.bounds import relaxation_bound
-    from envs.scenarios import load_scenario
-    from evaluation.measure import Window, consecutive_seeds, measure
-    from evaluation.stats import paired_gap_pct
+    from serverfarm_gym.agents.ppo.algorithm import LeanPPO, numpy_predictor
+    from serverfarm_gym.baselines.registry import make_policy
+    from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure
+    from serverfarm_gym.evaluation.stats import paired_gap_pct
 
     config = load_scenario(ns.scenario)
     mode = "group"

@@ -3,24 +3,24 @@
     nice python experiments/pas_vs_optimum.py --figure-dir docs/figures     # 200 farms
     python experiments/pas_vs_optimum.py --quick --out /tmp/e1              # CI-sized
 
-Farms: ``envs.scenarios.random_farm(seed)`` for seeds ``0..n_farms-1`` with the generator's
+Farms: ``serverfarm_gym.envs.scenarios.random_farm(seed)`` for seeds ``0..n_farms-1`` with the generator's
 defaults (2-4 groups of 1-3 servers, buffers 1-3, 1-3 job types with random available sets,
 normalised load rho uniform in [0.3, 1.2], exponential sizes).
 
 Per farm:
 
 * the exact optimum over admissible policies (block only when every available server is full):
-  ratio policy iteration on the symmetry-aggregated chain (``baselines.solvers.optimum.solve_pi``; it
+  ratio policy iteration on the symmetry-aggregated chain (``serverfarm_gym.baselines.solvers.optimum.solve_pi``; it
   agrees with the LP to 1e-7 and is much faster). Farms whose aggregated chain exceeds
   ``--max-opt-states`` are skipped and counted.
-* PAS, Whittle, JSQ, random and MEESF (``baselines.registry``), and the diagnostic variant
+* PAS, Whittle, JSQ, random and MEESF (``serverfarm_gym.baselines.registry``), and the diagnostic variant
   ``pas-spread`` (:func:`pas_spread_table`: PAS's group order, but inside a group the server with
   the fewest jobs rather than the smallest index): **exact** stationary efficiency from the
-  per-server CTMC (``baselines.solvers.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking is not
+  per-server CTMC (``serverfarm_gym.baselines.solvers.ctmc.evaluate_policy``; PAS's smallest-index tie-breaking is not
   symmetric, so it needs the full chain) when it has at most ``--ctmc-max-states`` states, else
-  **simulation** with the evaluation harness (``evaluation.evaluate``: independent replications,
+  **simulation** with the evaluation harness (``serverfarm_gym.evaluation.evaluate``: independent replications,
   95% Student-t intervals).
-* gap to the optimum ``100 (opt - eff) / opt`` (``evaluation.stats.shortfall_pct``), with the
+* gap to the optimum ``100 (opt - eff) / opt`` (``serverfarm_gym.evaluation.stats.shortfall_pct``), with the
   half-width ``100 ci / opt`` for simulated farms.
 
 Outputs: per-farm rows (CSV), the gap distribution per policy (mean / median / 90th percentile /
@@ -42,13 +42,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.priority import PriorityPolicy  # noqa: E402
-from baselines.registry import make_policy  # noqa: E402
-from baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
-from baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
-from envs.scenarios import random_farm  # noqa: E402
-from evaluation import evaluate  # noqa: E402
-from evaluation.stats import shortfall_pct  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     durations_to_epochs,
@@ -59,6 +52,13 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
+from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402
+from serverfarm_gym.baselines.registry import make_policy  # noqa: E402
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
+from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
+from serverfarm_gym.envs.scenarios import random_farm  # noqa: E402
+from serverfarm_gym.evaluation import evaluate  # noqa: E402
+from serverfarm_gym.evaluation.stats import shortfall_pct  # noqa: E402
 
 NAME = "pas_vs_optimum"
 POLICIES = ("pas", "whittle", "jsq", "random", "meesf", "pas-spread")
@@ -311,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "policies": names,
         "quick": bool(a.quick),
         "workers": resolve_workers(a.workers, a.quick),
-        "optimum_solver": "baselines.solvers.optimum.solve_pi (aggregated chain)",
-        "farm_generator": "envs.scenarios.random_farm(seed) with its default ranges",
+        "optimum_solver": "serverfarm_gym.baselines.solvers.optimum.solve_pi (aggregated chain)",
+        "farm_generator": "serverfarm_gym.envs.scenarios.random_farm(seed) with its default ranges",
     }
     if st["replications"] < 2:
         raise SystemExit("--replications: need at least 2 for a confidence interval")

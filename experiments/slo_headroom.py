@@ -3,21 +3,21 @@
     nice python experiments/slo_headroom.py --figure-dir docs/figures     # 100 farms
     python experiments/slo_headroom.py --quick --out /tmp/slo              # CI-sized
 
-Farms: ``envs.farm_sampler.sample_farm(seed, DIST)`` for seeds ``seed .. seed+n_farms-1`` with
+Farms: ``serverfarm_gym.envs.farm_sampler.sample_farm(seed, DIST)`` for seeds ``seed .. seed+n_farms-1`` with
 small ranges (:data:`DIST`: 2-3 groups, 2-5 servers in all, buffers 1-2, 1-3 job types, loads
 0.3-1.2, exponential sizes, some speed-scaling groups), so that every strict priority order can be
 enumerated and every chain solved exactly.
 
-Per farm, with ``lo`` the smallest achievable E[T] (:func:`baselines.solvers.slo_optimum.min_response_time`)
+Per farm, with ``lo`` the smallest achievable E[T] (:func:`serverfarm_gym.baselines.solvers.slo_optimum.min_response_time`)
 and ``hi`` the E[T] of the unconstrained optimum, the SLO is ``D = lo + w (hi - lo)`` for each
 ``w`` of ``--positions`` (the SLO binds when ``hi > lo``; farms with ``hi - lo < 1e-6 lo``, where
 no SLO can bind, are counted and left out). Exact values of
 
-* ``optimum``: the SLO-constrained optimum (:func:`baselines.solvers.slo_optimum.solve_slo`);
+* ``optimum``: the SLO-constrained optimum (:func:`serverfarm_gym.baselines.solvers.slo_optimum.solve_slo`);
 * ``static``: the best strict priority order that meets D (every order enumerated, or the
-  families and swap passes of :mod:`baselines.slo_priority` beyond 5,040 orders), and PAS and
+  families and swap passes of :mod:`serverfarm_gym.baselines.slo_priority` beyond 5,040 orders), and PAS and
   Whittle (per-server chain) when they meet D;
-* ``mix``: the best per-arrival mix of two orders (:func:`baselines.slo_priority.best_order_mix`).
+* ``mix``: the best per-arrival mix of two orders (:func:`serverfarm_gym.baselines.slo_priority.best_order_mix`).
 
 Headroom = ``100 (optimum - best fair baseline) / optimum`` with the best fair baseline the best
 of ``static`` (deterministic rules only) or of ``static`` and ``mix``; summary: mean, p90, max.
@@ -40,19 +40,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from baselines.registry import make_policy  # noqa: E402
-from baselines.slo_priority import (  # noqa: E402
-    MAX_ORDERS,
-    best_order_mix,
-    best_static_order,
-    order_evaluator,
-    order_points,
-    swap_search,
-)
-from baselines.solvers.ctmc import evaluate_policy  # noqa: E402
-from baselines.solvers.optimum import solve_lp  # noqa: E402
-from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo  # noqa: E402
-from envs.farm_sampler import FarmDistribution, sample_farm  # noqa: E402
 from experiments.common import (  # noqa: E402
     base_parser,
     metadata,
@@ -61,6 +48,23 @@ from experiments.common import (  # noqa: E402
     resolve_workers,
     write_outputs,
 )
+from serverfarm_gym.baselines.registry import make_policy  # noqa: E402
+from serverfarm_gym.baselines.slo_priority import (  # noqa: E402
+    MAX_ORDERS,
+    best_order_mix,
+    best_static_order,
+    order_evaluator,
+    order_points,
+    swap_search,
+)
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy  # noqa: E402
+from serverfarm_gym.baselines.solvers.optimum import solve_lp  # noqa: E402
+from serverfarm_gym.baselines.solvers.slo_optimum import (  # noqa: E402
+    SLOInfeasibleError,
+    min_response_time,
+    solve_slo,
+)
+from serverfarm_gym.envs.farm_sampler import FarmDistribution, sample_farm  # noqa: E402
 
 NAME = "slo_headroom"
 DIST = FarmDistribution(

@@ -11,27 +11,16 @@ a subprocess vector env, a worker of another library) can build the env from its
     venv = gym.make_vec("ServerFarm-v0", num_envs=64)
 
 Ids: ``ServerFarm-v0`` (server actions), ``ServerFarmGroup-v0`` (size-independent group actions),
-``ServerFarmTokens-v0`` (group actions, farm-agnostic token observations). The package is thin:
-the environments live in the top-level ``envs`` package it re-exports from (``baselines``,
-``evaluation`` and ``agents`` are installed beside it); docs/ecosystem.md shows each library.
+``ServerFarmTokens-v0`` (group actions, farm-agnostic token observations). The subpackages:
+``serverfarm_gym.envs`` (the environments, re-exported here), ``serverfarm_gym.baselines``,
+``serverfarm_gym.evaluation`` and ``serverfarm_gym.agents``; docs/ecosystem.md shows each library.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import metadata as _metadata
 
-import envs as _envs
-
-# the distribution installs a top-level package named ``envs``; a user project with its own
-# ``envs`` earlier on sys.path would shadow it, and the ids would resolve to that project's code
-if not hasattr(_envs, "ServerFarmEnv") or not hasattr(_envs, "register_envs"):
-    raise ImportError(
-        f"serverfarm_gym: the 'envs' package found at {Path(_envs.__file__ or '?').parent} is not "
-        "serverfarm-gym's (another project's 'envs' package shadows it on sys.path); rename that "
-        "package or put serverfarm-gym's install location first on sys.path"
-    )
-
-from envs import (  # after the shadowing check above
+from serverfarm_gym.envs import (
     PRESETS,
     ConfigError,
     FarmConfig,
@@ -39,9 +28,14 @@ from envs import (  # after the shadowing check above
     load_scenario,
     register_envs,
 )
-from envs.server_farm import InvalidActionWarning
-from envs.vector import ServerFarmVectorEnv, make_vec
-from envs.wrappers import MaskInObservation
+from serverfarm_gym.envs.server_farm import InvalidActionWarning
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv, make_vec
+from serverfarm_gym.envs.wrappers import MaskInObservation
+
+try:
+    __version__ = _metadata.version("serverfarm-gym")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 #: the Gymnasium ids this package registers
 ENV_IDS = ("ServerFarm-v0", "ServerFarmGroup-v0", "ServerFarmTokens-v0")
@@ -55,6 +49,7 @@ __all__ = [
     "MaskInObservation",
     "ServerFarmEnv",
     "ServerFarmVectorEnv",
+    "__version__",
     "load_scenario",
     "make_vec",
     "register_envs",

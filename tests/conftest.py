@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from envs.config import FarmConfig
+from serverfarm_gym.envs.config import FarmConfig
 
 
 @pytest.fixture
 def tiny_config() -> FarmConfig:
     """The ``tiny`` preset."""
-    from envs.scenarios import load_preset
+    from serverfarm_gym.envs.scenarios import load_preset
 
     return load_preset("tiny")

@@ -2,7 +2,7 @@
 several things and reads better as named steps. Length is ``end_lineno - lineno + 1``
 of the ``def`` (decorators excluded, docstring and comments included).
 
-Numba kernels are exempt: a function compiled by ``envs.kernels.cache.kernel_njit`` or numba's
+Numba kernels are exempt: a function compiled by ``serverfarm_gym.envs.kernels.cache.kernel_njit`` or numba's
 ``njit`` is an event loop whose steps share registers and locals; splitting it into calls would
 cost the inlining it is written for. Functions nested in a kernel are exempt with it.
 """

@@ -1,7 +1,7 @@
 """Training settings derived from the farm, by rules.
 
 A user brings a farm file with no hyperparameter entry; ``train.py`` must still pick what used
-to be hand-set per preset. :func:`derive_settings` turns a :class:`~envs.config.FarmConfig` into
+to be hand-set per preset. :func:`derive_settings` turns a :class:`~serverfarm_gym.envs.config.FarmConfig` into
 a :class:`FarmSettings`: every setting with a one-line reason (printed at the start of a run and
 stored in its ``args.json`` / ``summary.json``). Entries of ``hyperparams/ppo.yml`` and options
 on the command line override them (train.py's precedence).
@@ -11,7 +11,7 @@ from measurements without touching the rules themselves. The measurements behind
 are in docs/training.md ("Settings derived from the farm").
 
 Units. A decision epoch is an arrival, so one epoch covers ``1 / epochs_per_duration`` of a mean
-job duration (``evaluation.harness.epochs_per_duration``: tiny 2.5 epochs per duration, paper-100
+job duration (``serverfarm_gym.evaluation.harness.epochs_per_duration``: tiny 2.5 epochs per duration, paper-100
 120, large-10k 12,000). Horizons, evaluation windows and warm-ups are set in mean job durations
 (model time) and converted to epochs per farm, so a 10,000-server farm gets the same model-time
 horizon as a 4-server one.
@@ -23,11 +23,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from baselines.solvers.ctmc import n_full_states
-from envs.config import FarmConfig
-from envs.observation import check_action_mode, n_actions, obs_size
-from evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason
-from evaluation.harness import epochs_per_duration
+from serverfarm_gym.baselines.solvers.ctmc import n_full_states
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
+from serverfarm_gym.evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason
+from serverfarm_gym.evaluation.harness import epochs_per_duration
 
 __all__ = [
     "INITS",
@@ -115,7 +115,7 @@ RULES = Rules()
 
 @dataclass
 class FarmSettings:
-    """Every derived setting (names as the fields of ``agents.common.run_args.LeanArgs``) and why (``reasons[name]``)."""
+    """Every derived setting (names as the fields of ``serverfarm_gym.agents.common.run_args.LeanArgs``) and why (``reasons[name]``)."""
 
     action_mode: str
     advantage: str
@@ -161,7 +161,7 @@ class FarmSettings:
         return lines
 
 
-#: the starts of a farm with an SLO (agents.ppo.slo.slo_teacher): policies that meet it
+#: the starts of a farm with an SLO (serverfarm_gym.agents.ppo.slo.slo_teacher): policies that meet it
 SLO_INITS = ("slo-optimal", "slo-mix")
 #: the policies a run may clone first (train.py --init)
 INITS = ("pas", "pas-price", "best-priority", "generalist", "random", *SLO_INITS)
@@ -283,19 +283,19 @@ INIT_REASONS = {
     "generalist": "behaviour cloning on the shipped generalist network's decisions (alone)",
     "pas-price": "behaviour cloning on price-aware PAS's decisions",
     "random": "uniform (orthogonal initialisation)",
-    "slo-optimal": "the farm has an SLO and training meets it (agents.ppo.slo): the start is "
+    "slo-optimal": "the farm has an SLO and training meets it (serverfarm_gym.agents.ppo.slo): the start is "
     "the exact SLO-constrained optimum (a randomised policy, cloned by its probabilities), "
     "where the aggregated chain measures the network exactly (a group or tied network on an "
     "exactly solvable farm without sleep; otherwise slo-mix); PAS and the priority tables "
     "may miss the SLO",
-    "slo-mix": "the farm has an SLO and training meets it (agents.ppo.slo): the start is the "
+    "slo-mix": "the farm has an SLO and training meets it (serverfarm_gym.agents.ppo.slo): the start is the "
     "searched mix of two orders that meets it (cloned by its probabilities); the exact "
     "SLO-constrained optimum needs an exactly solvable farm without sleep",
 }
 
 
 def slo_init(config: FarmConfig, action_mode: str) -> str:
-    """The start of training to ``config``'s SLO, as ``agents.ppo.slo.slo_teacher`` picks it
+    """The start of training to ``config``'s SLO, as ``serverfarm_gym.agents.ppo.slo.slo_teacher`` picks it
     for the default network (server actions train the tied group network): ``slo-optimal``
     where the aggregated chain is solved, else ``slo-mix``."""
     group_net = action_mode in ("group", "server")  # server: tied (LeanArgs.server_network)

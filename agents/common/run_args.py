@@ -1,13 +1,13 @@
 """``train.py``'s arguments: one typed dataclass per trainer, and how a run's values are resolved.
 
 * :class:`CommonArgs`: what every trainer reads (the farm, the seed, the run directory, the
-  network's shape, the output). :class:`LeanArgs` (``--trainer lean``, ``agents.ppo.train``) and
-  :class:`Sb3Args` (``--trainer sb3``, ``agents.ppo_sb3.train``) add their own options, with
+  network's shape, the output). :class:`LeanArgs` (``--trainer lean``, ``serverfarm_gym.agents.ppo.train``) and
+  :class:`Sb3Args` (``--trainer sb3``, ``serverfarm_gym.agents.ppo_sb3.train``) add their own options, with
   their own defaults: the lean trainer's settings marked *derived* have no default, they come
-  from the farm (``agents.common.farm_settings.derive_settings``).
+  from the farm (``serverfarm_gym.agents.common.farm_settings.derive_settings``).
 * The command line (:func:`build_parser`) has one option per field of the three classes; an
   option of the other trainer is accepted only at its "not used" value (``LEAN_UNUSED``,
-  ``SB3_UNUSED``; ``agents.common.run_checks``) and refused by name otherwise.
+  ``SB3_UNUSED``; ``serverfarm_gym.agents.common.run_checks``) and refused by name otherwise.
 * Precedence (:func:`resolve_args`): the trainer's defaults < the settings derived from the farm
   (lean) < the hyperparameter file's entries (lean: ``default``, ``<scenario>``,
   ``<scenario>:<mode>``; sb3: ``sb3``, ``sb3:<scenario>``, ``sb3:<scenario>:<mode>``) < the
@@ -27,18 +27,18 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from agents.common.farm_settings import derive_action_mode, derive_settings
-from agents.common.run_checks import (
+from serverfarm_gym.agents.common.farm_settings import derive_action_mode, derive_settings
+from serverfarm_gym.agents.common.run_checks import (
     LEAN_UNUSED,
     SB3_UNUSED,
     check_args,
     check_resumable,
     check_trainer,
 )
-from envs.config import FarmConfig
-from envs.files import load_mapping_file
-from envs.observation import check_action_mode
-from envs.scenarios import PRESETS, load_scenario
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.files import load_mapping_file
+from serverfarm_gym.envs.observation import check_action_mode
+from serverfarm_gym.envs.scenarios import PRESETS, load_scenario
 
 __all__ = ["DEFAULT_HYPERPARAMS", "RESUME_OVERRIDABLE", "CommonArgs", "LeanArgs", "ResolvedRun", "Sb3Args",
            "build_parser", "default_output_dir", "load_hyperparams", "resolve_args", "saved_args",
@@ -46,7 +46,13 @@ __all__ = ["DEFAULT_HYPERPARAMS", "RESUME_OVERRIDABLE", "CommonArgs", "LeanArgs"
 
 #: the project's root (the hyperparameter file's path is relative to it)
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_HYPERPARAMS = ROOT / "hyperparams" / "ppo.yml"
+#: the shipped hyperparameter file: hyperparams/ in a source checkout; in an installed wheel
+#: (ROOT is the serverfarm_gym package there) beside the scripts, in _scripts/hyperparams/
+DEFAULT_HYPERPARAMS = next(
+    (p for p in (ROOT / "hyperparams" / "ppo.yml", ROOT / "_scripts" / "hyperparams" / "ppo.yml")
+     if p.is_file()),
+    ROOT / "hyperparams" / "ppo.yml",
+)  # fmt: skip
 #: options that may change when a run is resumed (the rest must match the saved args.json)
 RESUME_OVERRIDABLE = ("total_timesteps", "progress_bar", "verbose", "vec_env", "final_eval_epochs")
 #: options no hyperparameter file may set
@@ -98,7 +104,7 @@ class CommonArgs:
 
 @dataclass(kw_only=True)
 class LeanArgs(CommonArgs):
-    """``--trainer lean`` (agents.ppo.train.train_lean): the settings without a default are
+    """``--trainer lean`` (serverfarm_gym.agents.ppo.train.train_lean): the settings without a default are
     derived from the farm; a hyperparameter file or the command line may replace them."""
 
     server_network: str = _opt(
@@ -154,7 +160,7 @@ class LeanArgs(CommonArgs):
 
 @dataclass(kw_only=True)
 class Sb3Args(CommonArgs):
-    """``--trainer sb3`` (agents.ppo_sb3.train.train_sb3, MaskablePPO from a random policy)."""
+    """``--trainer sb3`` (serverfarm_gym.agents.ppo_sb3.train.train_sb3, MaskablePPO from a random policy)."""
 
     total_timesteps: int = _opt(150_000, "environment steps in total")
     n_envs: int = _opt(4, "parallel environments")

@@ -1,4 +1,4 @@
-"""Checks of ``train.py``'s resolved options (``agents.common.run_args``), shared by the command
+"""Checks of ``train.py``'s resolved options (``serverfarm_gym.agents.common.run_args``), shared by the command
 line, the hyperparameter file and a resumed run's ``args.json``: each choice named with its
 alternatives, an option of the other trainer refused unless at its "not used" value, every number
 finite and in range, work that cannot fit refused up front with the limit named (not a
@@ -10,11 +10,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from agents.common.checkpoints import latest_checkpoint
-from agents.common.farm_settings import INITS
-from envs.config import FarmConfig
-from envs.observation import check_action_mode, n_actions, obs_size
-from envs.scenarios import load_scenario
+from serverfarm_gym.agents.common.checkpoints import latest_checkpoint
+from serverfarm_gym.agents.common.farm_settings import INITS
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
+from serverfarm_gym.envs.scenarios import load_scenario
 
 __all__ = ["FLOAT_RANGES", "INT_MINIMA", "LEAN_UNUSED", "MAX_N_ENVS", "MAX_ROLLOUT_BYTES",
            "MAX_SEED", "RUN_FILES", "SB3_UNUSED", "check_args", "check_device", "check_numbers",

@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.common.artefacts import read_json_object, read_model_sidecar
-from agents.common.checkpoints import atomic_write_json
-from envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.agents.common.artefacts import read_json_object, read_model_sidecar
+from serverfarm_gym.agents.common.checkpoints import atomic_write_json
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
 
 __all__ = [
     "ARGS_FILE",

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.common.checkpoints import read_evaluations
-from evaluation.paired import EXACT_RTOL, PairedComparison
-from evaluation.report import save_figure
+from serverfarm_gym.agents.common.checkpoints import read_evaluations
+from serverfarm_gym.evaluation.paired import EXACT_RTOL, PairedComparison
+from serverfarm_gym.evaluation.report import save_figure
 
 __all__ = [
     "check_against_start",
@@ -252,11 +252,13 @@ def _ok_line(s: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agents.common.run_report --check runs/tiny-server-s0/summary.json``: exit 1 (and
+    """``python -m serverfarm_gym.agents.common.run_report --check runs/tiny-server-s0/summary.json``: exit 1 (and
     say why) when the run's result is below its start, 0 otherwise."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m agents.common.run_report", description=main.__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m serverfarm_gym.agents.common.run_report", description=main.__doc__
+    )
     p.add_argument("--check", metavar="SUMMARY", required=True, help="a run's summary.json")
     p.add_argument("--final-too", action="store_true", help="also the final model")
     ns = p.parse_args(argv)
@@ -285,7 +287,7 @@ def plot_learning_curves(
     """Efficiency against timesteps of one or more runs of the same scenario (their
     ``evaluations.jsonl``), with PAS and the optimum (or the upper bound) as horizontal lines.
 
-    ``python -c "from agents.common.run_report import plot_learning_curves; plot_learning_curves([...], 'curve.png')"``
+    ``python -c "from serverfarm_gym.agents.common.run_report import plot_learning_curves; plot_learning_curves([...], 'curve.png')"``
     """
     from matplotlib.figure import Figure
 

@@ -37,5 +37,7 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
-        return getattr(importlib.import_module(f"agents.generalist.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'agents.generalist' has no attribute {name!r}")
+        return getattr(
+            importlib.import_module(f"serverfarm_gym.agents.generalist.{_WHERE[name]}"), name
+        )
+    raise AttributeError(f"module 'serverfarm_gym.agents.generalist' has no attribute {name!r}")

@@ -3,14 +3,14 @@ worth.
 
 On the farms the exact teacher reaches (a per-server chain of at most
 ``EXACT_SEARCH.exact_max_states`` states: a handful of servers) the generalist's table is read
-by its own expert (:func:`agents.generalist.table_net.expert_prefix`); larger farms by the main
+by its own expert (:func:`serverfarm_gym.agents.generalist.table_net.expert_prefix`); larger farms by the main
 network. Why a separate expert: on these farms every entry of the table is reached, so one
 misplaced entry costs whole percents, and the labels are exact and cheap, so the expert can be
 fitted to them closely; the main network's labels on large farms are simulated and its
 corrections there (reservations) are what a network tuned to small farms damps.
 
 Farms (:func:`exact_seeds`): the training seeds of the small-farm stream
-:data:`agents.generalist.labels.SMALL` (2-24 servers, exponential sizes) that the exact
+:data:`serverfarm_gym.agents.generalist.labels.SMALL` (2-24 servers, exponential sizes) that the exact
 teacher takes, never the held-out seeds.
 
 Labels (:func:`exact_labels`): ``best-priority``'s exact search (budget
@@ -19,19 +19,19 @@ ordered pair: the exact efficiency lost, in %, when the teacher's order is broke
 two: for entries at places p < q of the teacher's order, the largest loss among exchanging
 neighbours p..q (one exact evaluation per neighbouring pair: a farm costs its search plus T-1
 evaluations for T entries), or with ``--pair-costs`` the loss of exchanging the two themselves
-(:func:`agents.generalist.labels.pair_costs`: one evaluation a pair). Pairs whose order costs
+(:func:`serverfarm_gym.agents.generalist.labels.pair_costs`: one evaluation a pair). Pairs whose order costs
 nothing weigh ``--floor``.
 
 With ``--polish-from MODEL`` the teacher is MODEL's own table on each farm polished by
 ``--polish-steps`` steps of exact gradient ascent of its soft table
-(:func:`agents.generalist.exact_tune.polished_table`: a search from the network's table,
+(:func:`serverfarm_gym.agents.generalist.exact_tune.polished_table`: a search from the network's table,
 measured exactly, as in expert iteration); ``--keep-base-expert`` writes the new networks beside
 the base file's expert (all averaged) instead of over it.
 
-Features: all of :data:`agents.generalist.table_net.FEATURES`, including the marginal efficiency
+Features: all of :data:`serverfarm_gym.agents.generalist.table_net.FEATURES`, including the marginal efficiency
 and speed of each level (speed-scaling servers, where the teacher interleaves levels by them).
 
-    python -m agents.generalist.exact_expert --farms 6000 --epochs 60 --members 5 --workers 2 \\
+    python -m serverfarm_gym.agents.generalist.exact_expert --farms 6000 --epochs 60 --members 5 --workers 2 \\
         --base agents/generalist/models/generalist_table.npz \\
         --out agents/generalist/models/generalist_table
 
@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.generalist.exact_tune import polished_table
-from agents.generalist.labels import (
+from serverfarm_gym.agents.generalist.exact_tune import polished_table
+from serverfarm_gym.agents.generalist.labels import (
     EXACT_SEARCH,
     SMALL,
     cached_labels,
@@ -62,8 +62,8 @@ from agents.generalist.labels import (
     pair_costs,
     pair_weights,
 )
-from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import (
+from serverfarm_gym.agents.generalist.policy import generalist_table
+from serverfarm_gym.agents.generalist.table_net import (
     FEATURES,
     SMALL_EXPERT,
     load_weights,
@@ -72,14 +72,14 @@ from agents.generalist.table_net import (
     save_weights,
     table_features,
 )
-from agents.generalist.table_train import (
+from serverfarm_gym.agents.generalist.table_train import (
     add_ensemble_options,
     add_network_options,
     check_network_options,
     fit_members,
 )
-from baselines.best_priority import search_best_table, table_evaluator
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.baselines.best_priority import search_best_table, table_evaluator
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 
 __all__ = ["exact_labels", "label_all", "main", "model_digest", "pair_weights"]
 
@@ -93,11 +93,11 @@ def exact_labels(
     """A training example of the small-farm stream's farm ``seed`` (the exact teacher must reach
     it): features, the teacher's table, its pairs and their weights: the neighbours' exchanges
     between the two (:func:`pair_weights`) or, ``direct``, the two's own exchange
-    (:func:`agents.generalist.labels.pair_costs`).
+    (:func:`serverfarm_gym.agents.generalist.labels.pair_costs`).
 
     The teacher's table: ``best-priority``'s exact search, or with ``start`` (a model's
     weights) that model's table on the farm polished by ``polish_steps`` steps of exact
-    gradient ascent (:func:`agents.generalist.exact_tune.polished_table`; never worse than the
+    gradient ascent (:func:`serverfarm_gym.agents.generalist.exact_tune.polished_table`; never worse than the
     model's own table, since the best table seen is kept)."""
     if seed >= HELD_OUT_SEEDS.start:
         raise ValueError(
@@ -129,7 +129,7 @@ def label_all(
     polish_steps: int = 100,
 ) -> list[dict[str, Any]]:
     """:func:`exact_labels` of every seed, one ``exact-SEED.npz`` (``direct``:
-    ``exactx-SEED.npz``) each in ``cache`` (:func:`agents.generalist.labels.cached_labels`:
+    ``exactx-SEED.npz``) each in ``cache`` (:func:`serverfarm_gym.agents.generalist.labels.cached_labels`:
     atomic, resumable; the features are recomputed from the farm). With ``start`` (a model
     file) the teacher is that model's table polished on each farm; its files are named by the
     steps and the model file's digest (``exactp100-1a2b3c4d-SEED.npz``), so labels of another

@@ -1,14 +1,14 @@
 """Exact policy-gradient tuning of the small-farm expert: the network learns from the
 efficiency itself, not from a teacher's table.
 
-Why: the expert (:mod:`agents.generalist.exact_expert`) imitates ``best-priority``'s tables,
+Why: the expert (:mod:`serverfarm_gym.agents.generalist.exact_expert`) imitates ``best-priority``'s tables,
 but many tables are nearly as good on a farm and the search returns one of them, so the labels
 of similar farms disagree, and a ranking loss spends the network's capacity on orders that cost
 nothing. On the farms the expert reads (a per-server chain of at most ``small.max_states``
 states) the objective itself is exact and differentiable, and needs no label.
 
 The soft table: in each state of the farm's aggregated chain (servers of a group counted by
-level; :class:`baselines.solvers.aggregated.AggregatedSpace`) a type-j arrival goes to an
+level; :class:`serverfarm_gym.baselines.solvers.aggregated.AggregatedSpace`) a type-j arrival goes to an
 available (group, level) entry a with probability ``softmax(z / tau)`` over the available
 entries, z the network's scores. This randomised symmetric policy has an exact stationary
 efficiency ``E(z) = pi.W / pi.P``; as ``tau -> 0`` it is the argmax of the scores, the
@@ -24,13 +24,13 @@ networks' scores (the average of the expert's members, the way the policy reads 
 Adam, a few epochs from the distilled expert.
 
 Farms: the small-farm stream's training seeds that the exact teacher takes
-(:func:`agents.generalist.labels.exact_seeds`), with ``--sampled-farms`` the default sampler's
+(:func:`serverfarm_gym.agents.generalist.labels.exact_seeds`), with ``--sampled-farms`` the default sampler's
 training seeds and with ``--random-farms`` ``random_farm``'s training seeds (from 1,000,000;
 experiment 1's farms are its seeds from 0), each that the expert reads (exponential sizes, no
 sleep, a chain of at most ``small.max_states`` states): no labels, so any number of farms costs
 only their solves, a few milliseconds each. Held-out seeds are never drawn.
 
-    python -m agents.generalist.exact_tune --farms 12000 --epochs 2 \\
+    python -m serverfarm_gym.agents.generalist.exact_tune --farms 12000 --epochs 2 \\
         --model agents/generalist/models/generalist_table.npz \\
         --out agents/generalist/models/generalist_table
 
@@ -56,9 +56,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.generalist.labels import SMALL, exact_seeds
-from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
-from agents.generalist.table_net import (
+from serverfarm_gym.agents.generalist.labels import SMALL, exact_seeds
+from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
+from serverfarm_gym.agents.generalist.table_net import (
     SMALL_EXPERT,
     load_weights,
     members,
@@ -67,14 +67,14 @@ from agents.generalist.table_net import (
     table_features,
     table_from_scores,
 )
-from agents.generalist.table_torch import TableNet
-from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated
-from baselines.solvers.ctmc import GeneratorSolver, evaluate_policy
-from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from envs.observation import level_offsets
-from envs.scenarios import random_farm
-from evaluation.exact import exact_table_solvable
+from serverfarm_gym.agents.generalist.table_torch import TableNet
+from serverfarm_gym.baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver, evaluate_policy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.envs.observation import level_offsets
+from serverfarm_gym.envs.scenarios import random_farm
+from serverfarm_gym.evaluation.exact import exact_table_solvable
 
 __all__ = [
     "TuneFarm",
@@ -245,7 +245,7 @@ def sampled_seeds(n: int, max_states: int, first: int = 0) -> list[int]:
 
 def random_seeds(n: int, max_states: int) -> list[int]:
     """The first ``n`` seeds of ``random_farm`` that training may use
-    (:data:`agents.generalist.oracle.RANDOM_FARM_TRAIN_SEEDS`) whose farm the expert reads and
+    (:data:`serverfarm_gym.agents.generalist.oracle.RANDOM_FARM_TRAIN_SEEDS`) whose farm the expert reads and
     the exact chain takes: another family than the sampler's (1-3 servers a group, buffers 1-3,
     constant-rate servers)."""
     return _readable_seeds(random_farm, RANDOM_FARM_TRAIN_SEEDS, n, max_states)

@@ -1,7 +1,7 @@
 """The token network with a per-farm check (``make_policy("generalist-checked", config)``): on
 each farm it is built for, it checks itself against PAS. Its results are per-farm selections
 measured on the farm, not zero-shot ones. (``make_policy("generalist", config)`` is another
-network, alone: the table network of ``agents.generalist.policy``, which needs no check.) The check's CPU time is ``check_cpu_seconds`` (also ``guard_report["cpu_s"]``); every
+network, alone: the table network of ``serverfarm_gym.agents.generalist.policy``, which needs no check.) The check's CPU time is ``check_cpu_seconds`` (also ``guard_report["cpu_s"]``); every
 report of this policy should show it.
 
 Why: the shipped network is right on most farms and wrong on some (paper-100: on 83% of its
@@ -13,9 +13,9 @@ its simulator, so the policy measures what its deviations are worth there before
 * candidates: the network under PAS anchors ``factors`` x its own anchor (a larger anchor
   deviates only where the network is more confident; ``sim_factors``, fewer, when simulated),
   and PAS itself;
-* **exactly** where the per-server chain is small (``evaluation.exact``; milliseconds): each
+* **exactly** where the per-server chain is small (``serverfarm_gym.evaluation.exact``; milliseconds): each
   candidate's stationary efficiency, and the best one is kept (PAS when none beats it);
-* **by paired simulation** otherwise (``evaluation.measure``'s vector route, group mode, ``replications``
+* **by paired simulation** otherwise (``serverfarm_gym.evaluation.measure``'s vector route, group mode, ``replications``
   replications with common random numbers, seeds from ``GUARD_SEED`` on, never the seeds
   evaluations use; 10 mean job durations under the policy before 2 are measured, so that what
   is measured is the policy's long-run regime, not the transient after PAS's): a candidate is eligible only if the lower end of the 95% interval of its
@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.generalist.token_policy import TokenGeneralistPolicy
-from agents.generalist.validate import with_anchor
-from baselines.pas import PASPolicy
-from envs.config import FarmConfig
-from evaluation.exact import exact_solvable
-from evaluation.measure import Window, consecutive_seeds, measure
-from evaluation.stats import mean_ci
+from serverfarm_gym.agents.generalist.token_policy import TokenGeneralistPolicy
+from serverfarm_gym.agents.generalist.validate import with_anchor
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure
+from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = ["GUARD_SEED", "GuardedGeneralistPolicy"]
 
@@ -57,7 +57,7 @@ class GuardedGeneralistPolicy(TokenGeneralistPolicy):
 
     Args:
         config, action_mode, seed, model, net, max_groups, max_levels: as
-            :class:`agents.generalist.TokenGeneralistPolicy`.
+            :class:`serverfarm_gym.agents.generalist.TokenGeneralistPolicy`.
         factors: the candidate anchors, as multiples of the network's own (exact check).
         sim_factors: the same for the simulated check (fewer: each costs a simulation, and
             each more candidate is one more chance to pick a lucky one).
@@ -125,7 +125,7 @@ class GuardedGeneralistPolicy(TokenGeneralistPolicy):
         c = self.config
         per = c.epochs_per_duration
         # the policy's own stationary regime first, as long as evaluations wait for it (10 mean
-        # job durations, evaluation.measure.Window): a shorter wait measures the transient after
+        # job durations, serverfarm_gym.evaluation.measure.Window): a shorter wait measures the transient after
         # PAS's regime, where a network's deviations can pay that cost in the long run; then 2
         # durations (>= 4,000 epochs) measured
         kw = {"window": Window.for_farm(c, max(math.ceil(2 * per), 4_000), pas_warmup=True),

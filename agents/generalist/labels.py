@@ -2,10 +2,10 @@
 ordered and tied pairs of entries it implies, what breaking each ordered pair costs, and the
 cache that keeps them (one file a farm, so an interrupted run loses nothing).
 
-Teacher (:func:`teacher`): :func:`baselines.best_priority.search_best_table` with capped budgets
+Teacher (:func:`teacher`): :func:`serverfarm_gym.baselines.best_priority.search_best_table` with capped budgets
 (:data:`EXACT_SEARCH`, :data:`SIM_SEARCH`): the exact measure where the per-server chain is
 small, else the simulated one (common random numbers); a farm of more than
-:data:`~agents.generalist.table_net.TWIN_SERVERS` servers is searched on its scaled-down twin
+:data:`~serverfarm_gym.agents.generalist.table_net.TWIN_SERVERS` servers is searched on its scaled-down twin
 (``FarmConfig.scaled_down``: the same groups, sets and load at ~100 servers), whose table it
 shares.
 
@@ -29,10 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from agents.generalist.table_net import TWIN_SERVERS, table_features
-from baselines.best_priority import SearchSettings, search_best_table, table_evaluator
-from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, SMALL_FARMS, FarmDistribution, sample_farm
+from serverfarm_gym.agents.generalist.table_net import TWIN_SERVERS, table_features
+from serverfarm_gym.baselines.best_priority import (
+    SearchSettings,
+    search_best_table,
+    table_evaluator,
+)
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.farm_sampler import (
+    HELD_OUT_SEEDS,
+    SMALL_FARMS,
+    FarmDistribution,
+    sample_farm,
+)
 
 __all__ = [
     "EXACT_SEARCH",
@@ -55,7 +64,7 @@ EXACT_SEARCH = SearchSettings(budget=600, exact_max_states=5_000)
 #: the teacher's search by simulation (common random numbers), capped to fit a CPU budget
 SIM_SEARCH = SearchSettings(budget=150, n_epochs=20_000, horizon_durations=40.0,
                             exact_max_states=5_000)  # fmt: skip
-#: the small-farm stream (``envs.farm_sampler.SMALL_FARMS``): the exact teacher's farms
+#: the small-farm stream (``serverfarm_gym.envs.farm_sampler.SMALL_FARMS``): the exact teacher's farms
 SMALL = SMALL_FARMS
 
 

@@ -1,11 +1,11 @@
-"""A permutation-invariant actor-critic over the group tokens of ``envs.tokens``.
+"""A permutation-invariant actor-critic over the group tokens of ``serverfarm_gym.envs.tokens``.
 
 Why this shape: a farm is a *set* of groups. The network embeds every group token together with the
 arriving job's vector, lets the tokens attend to each other (a Transformer encoder without
 positional encodings, padding masked out), and reads
 
 * the **logits** per token: one per level b of that group, i.e. the token actions
-  ``g * max_levels + b`` of ``envs.tokens`` (so reordering the groups reorders the logits the same
+  ``g * max_levels + b`` of ``serverfarm_gym.envs.tokens`` (so reordering the groups reorders the logits the same
   way: permutation-equivariant), and
 * the **value** from a masked mean over the tokens (permutation-invariant).
 
@@ -15,7 +15,7 @@ on every farm the token encoding can describe (up to its padding limits).
 **The PAS anchor** (``TokenNetConfig.anchor = c > 0``): the logits are the network's plus ``c`` at
 PAS's own choice (:func:`pas_anchor`, computed from the tokens and the action mask: the valid
 (group, level) of the group with the highest ``pas_priority``, ties to the smallest group, then
-the highest level, as ``baselines.priority``'s group mode). Why: a network that must *represent*
+the highest level, as ``serverfarm_gym.baselines.priority``'s group mode). Why: a network that must *represent*
 PAS by cloning it imitates it imperfectly (a cloned network starts below PAS on part of the
 farms, and PPO over sampled farms does not repair that everywhere), while with the anchor the untrained network (its last logit layer starts at zero) *is* PAS, and
 training only has to learn where to deviate: the deterministic policy leaves PAS's action only
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from envs.tokens import group_feature_names
+from serverfarm_gym.envs.tokens import group_feature_names
 
 __all__ = ["TokenNetConfig", "TokenPolicyNet", "pas_anchor"]
 
@@ -40,7 +40,7 @@ def pas_anchor(groups: torch.Tensor, masks: torch.Tensor, max_levels: int) -> to
 
     Among the valid token actions (``masks``), the group with the highest ``pas_priority``
     column; ties to the smallest group index, then the highest level (pack), exactly
-    ``baselines.priority.PriorityPolicy``'s group rule with PAS's table. All False where no
+    ``serverfarm_gym.baselines.priority.PriorityPolicy``'s group rule with PAS's table. All False where no
     action is valid.
     """
     N, G, _ = groups.shape

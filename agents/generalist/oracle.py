@@ -4,14 +4,14 @@
 Why: PPO's signal for one decision is weak and noisy (the return of a few hundred decisions of a
 stochastic farm), and the generalist's PPO did not learn the overlap effect that makes PAS lose
 up to 6.9% on small farms (a job type that may use every group takes the efficient group that
-another type, with a poor alternative, needs). On a farm small enough for ``baselines.solvers.optimum``
+another type, with a poor alternative, needs). On a farm small enough for ``serverfarm_gym.baselines.solvers.optimum``
 the optimal decision of every state is *known*, without noise. So the generalist is also fitted
 to it: for ``oracle_farms`` farms drawn from the training distribution (seeds from the trainer's
 own stream, never the held-out range) whose optimum the solver reaches, the group-mode env runs
 under the optimal policy (with a share ``explore`` of uniformly random valid actions, so that the
 states next to the optimal path are labelled too, as DAgger does), and every visited state is
 labelled with the optimal (group, level). The network is then fitted by cross-entropy on its
-*anchored* logits (``agents.generalist.network``): where the optimum is PAS the anchor already says so;
+*anchored* logits (``serverfarm_gym.agents.generalist.network``): where the optimum is PAS the anchor already says so;
 where it is not, the network must learn to outweigh the anchor.
 
 Farms the solver cannot reach (large ones) get no labels: there the anchor keeps the network at
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.generalist.network import pas_anchor
-from agents.generalist.train import LABEL_COLUMNS, GeneralistTrainer
-from baselines.optimal import OptimalPolicy
-from envs.farm_sampler import sample_farm
-from envs.scenarios import random_farm
+from serverfarm_gym.agents.generalist.network import pas_anchor
+from serverfarm_gym.agents.generalist.train import LABEL_COLUMNS, GeneralistTrainer
+from serverfarm_gym.baselines.optimal import OptimalPolicy
+from serverfarm_gym.envs.farm_sampler import sample_farm
+from serverfarm_gym.envs.scenarios import random_farm
 
 __all__ = ["ORACLE_FAMILIES", "ORACLE_MAX_STATES", "RANDOM_FARM_TRAIN_SEEDS", "distill_optimum",
            "oracle_dataset"]  # fmt: skip
@@ -61,7 +61,7 @@ def oracle_dataset(
     refused) and ``"agrees_with_pas"`` (share of labels equal to PAS's anchor action).
 
     ``family``: ``"sampler"`` (draws of the trainer's farm distribution) or ``"mixed"`` (every
-    other farm from ``envs.scenarios.random_farm``, experiment 1's family, with seeds in
+    other farm from ``serverfarm_gym.envs.scenarios.random_farm``, experiment 1's family, with seeds in
     :data:`RANDOM_FARM_TRAIN_SEEDS`, far from the seeds 0-99 that experiment 1 and the zero-shot
     evaluation use and from the user-farm seeds of docs/training.md).
     """

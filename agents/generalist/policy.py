@@ -1,16 +1,16 @@
 """The generalist: one priority table per farm, computed by the shipped network (no search).
 
 :class:`GeneralistPolicy` (``make_policy("generalist", config)``) reads the farm's parameters,
-runs the table network (:mod:`agents.generalist.table_net`) once over the farm's usable
+runs the table network (:mod:`serverfarm_gym.agents.generalist.table_net`) once over the farm's usable
 (group, level) entries and dispatches by the resulting table exactly as every priority-table
-policy does (:class:`baselines.priority.PriorityPolicy`): in server mode the compiled simulator
+policy does (:class:`serverfarm_gym.baselines.priority.PriorityPolicy`): in server mode the compiled simulator
 runs it natively (``builtin = "priority"``), in group mode the vectorised table rule. Nothing is
 measured, searched or trained on the farm: the policy is the network alone, zero-shot.
 
 It is numpy only (no torch import): building it for a 10,000-server farm is one small forward
 pass. The weights are ``models/generalist_table.npz`` (+ ``.json``), trained by
-:mod:`agents.generalist.table_train`. The former token network, which acts per decision, is
-:class:`agents.generalist.token_policy.TokenGeneralistPolicy`
+:mod:`serverfarm_gym.agents.generalist.table_train`. The former token network, which acts per decision, is
+:class:`serverfarm_gym.agents.generalist.token_policy.TokenGeneralistPolicy`
 (``make_policy("generalist-checked", ...)`` is that network with its per-farm check).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.generalist.table_net import (
+from serverfarm_gym.agents.generalist.table_net import (
     expert_prefix,
     expert_scores,
     feature_farm,
@@ -30,8 +30,8 @@ from agents.generalist.table_net import (
     table_features,
     table_from_scores,
 )
-from baselines.priority import PriorityPolicy
-from envs.config import FarmConfig
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = ["SHIPPED_MODEL", "GeneralistPolicy", "generalist_table"]
 
@@ -53,7 +53,7 @@ def generalist_table(
     given, else from the file ``model``, default the shipped one), read from the features of
     ``feature_farm(config)`` (the farm, or its ~100-server twin above 200 servers), by the
     model's small-farm expert where it has one and the farm is in its range
-    (:func:`agents.generalist.table_net.expert_prefix`), else by its main network."""
+    (:func:`serverfarm_gym.agents.generalist.table_net.expert_prefix`), else by its main network."""
     w = weights if weights is not None else _weights(str(Path(model or SHIPPED_MODEL)))[0]
     x, group, level = table_features(feature_farm(config))
     scores = expert_scores(w, x, group, expert_prefix(w, config))
@@ -65,7 +65,7 @@ class GeneralistPolicy(PriorityPolicy):
 
     Args:
         config, action_mode, seed: as every policy (``seed`` is unused: deterministic).
-        model: a ``.npz`` file written by :func:`agents.generalist.table_net.save_weights`
+        model: a ``.npz`` file written by :func:`serverfarm_gym.agents.generalist.table_net.save_weights`
             (default: the shipped model).
         weights: in-memory weights instead of a file.
     """

@@ -1,12 +1,12 @@
-"""The permutation-invariant token network (``agents.generalist.network``) as an RLlib RLModule.
+"""The permutation-invariant token network (``serverfarm_gym.agents.generalist.network``) as an RLlib RLModule.
 
 For users who want a bigger generalist than one machine trains: RLlib's PPO runs the
-domain-randomised env (``envs.rllib.RLlibRandomFarmEnv``: a new farm per episode, token
+domain-randomised env (``serverfarm_gym.envs.rllib.RLlibRandomFarmEnv``: a new farm per episode, token
 observations with the action mask) on a Ray cluster, with this module as the policy::
 
     from ray.rllib.algorithms.ppo import PPOConfig
-    from agents.generalist.rllib_module import token_module_spec
-    from envs.rllib import RLlibRandomFarmEnv
+    from serverfarm_gym.agents.generalist.rllib_module import token_module_spec
+    from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
 
     config = (
         PPOConfig()
@@ -33,7 +33,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
-from agents.generalist.network import TokenNetConfig, TokenPolicyNet
+from serverfarm_gym.agents.generalist.network import TokenNetConfig, TokenPolicyNet
 
 __all__ = ["TokenRLModule", "token_module_spec"]
 
@@ -41,7 +41,7 @@ __all__ = ["TokenRLModule", "token_module_spec"]
 class TokenRLModule(TorchRLModule, ValueFunctionAPI):
     """Observations ``{"action_mask": [A], "observations": {"groups", "group_mask", "job"}}``;
     ``model_config`` may set ``d_model``, ``n_heads``, ``n_layers``, ``d_hidden`` and ``anchor``
-    (the PAS anchor of ``agents.generalist.network``, placed from the action mask)."""
+    (the PAS anchor of ``serverfarm_gym.agents.generalist.network``, placed from the action mask)."""
 
     def setup(self) -> None:
         tokens = self.observation_space["observations"]

@@ -1,4 +1,4 @@
-"""``python train.py --generalist``: train the generalist (``agents.generalist``) and write its run.
+"""``python train.py --generalist``: train the generalist (``serverfarm_gym.agents.generalist``) and write its run.
 
     python train.py --generalist                                   # the shipped model's command
     python train.py --generalist --total-timesteps 50000 --output-dir /tmp/g --eval-every 2  # smoke
@@ -6,7 +6,7 @@
 Steps: PPO over farms drawn per rollout, from a network anchored on PAS (``--anchor``: the
 untrained network is PAS; ``--anchor 0`` instead clones PAS on ``clone_farms`` sampled farms). Every
 ``eval_every`` rollouts the network is measured on validation farms (``n_eval_farms`` draws of
-``envs.farm_sampler`` from the held-out range that are small enough for an exact evaluation):
+``serverfarm_gym.envs.farm_sampler`` from the held-out range that are small enough for an exact evaluation):
 its exact efficiency (server mode, as shipped) against PAS's on each, so the curve has no
 sampling noise. The run directory
 holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only), ``curve.jsonl``
@@ -14,7 +14,7 @@ holds ``generalist.pt`` / ``generalist.json`` (the final network, weights only),
 ``checkpoint.pt`` (the latest network, every evaluation) and ``best.pt`` (the network of the best
 validation point: the highest mean gain over PAS). ``--init-model`` starts from a saved network
 (e.g. the shipped one) instead of PAS; ``--oracle-farms N`` first fits the network to the exact
-optimum of N solvable sampled farms (``agents.generalist.oracle``); ``--total-timesteps 0``
+optimum of N solvable sampled farms (``serverfarm_gym.agents.generalist.oracle``); ``--total-timesteps 0``
 skips PPO; ``--select-anchors 3,5,8`` finally sets the network's PAS anchor to the one with the
 highest mean gain on ``select_farms`` validation farms among those that keep
 ``select_min_share`` of them at PAS or above.
@@ -31,10 +31,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agents.generalist.oracle import ORACLE_FAMILIES, distill_optimum
-from agents.generalist.token_policy import TokenGeneralistPolicy
-from agents.generalist.train import GeneralistConfig, GeneralistTrainer
-from agents.generalist.validate import select_anchor, validate, validation_farms, with_anchor
+from serverfarm_gym.agents.generalist.oracle import ORACLE_FAMILIES, distill_optimum
+from serverfarm_gym.agents.generalist.token_policy import TokenGeneralistPolicy
+from serverfarm_gym.agents.generalist.train import GeneralistConfig, GeneralistTrainer
+from serverfarm_gym.agents.generalist.validate import (
+    select_anchor,
+    validate,
+    validation_farms,
+    with_anchor,
+)
 
 __all__ = ["GeneralistArgs", "build_parser", "load_weights", "main"]
 

@@ -1,6 +1,6 @@
 """The table network: a farm's parameters in, one priority table out (numpy only at run time).
 
-The shipped generalist (:class:`agents.generalist.policy.GeneralistPolicy`) is a priority-table
+The shipped generalist (:class:`serverfarm_gym.agents.generalist.policy.GeneralistPolicy`) is a priority-table
 policy whose table is computed from the farm by one forward pass of a small permutation-
 equivariant network over the farm's usable (group, level) entries. The table then runs in the
 compiled simulator's own priority dispatcher, like PAS's: no network call per decision.
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig
+from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = [
     "FEATURES",
@@ -96,7 +96,7 @@ SMALL_EXPERT = "small."
 def chain_states_log10(config: FarmConfig) -> float:
     """log10 of the number of states of the farm's per-server chain, prod_k (B_k+1)^R_k: the
     size that decides whether the exact teacher reaches the farm. In log space and numpy only,
-    not ``baselines.solvers.ctmc.n_full_states``: the policy is built without the solvers'
+    not ``serverfarm_gym.baselines.solvers.ctmc.n_full_states``: the policy is built without the solvers'
     imports, and at 10,000 servers the exact count has thousands of digits."""
     return float(sum(g.count * np.log10(g.buffer + 1) for g in config.groups))
 
@@ -259,7 +259,7 @@ def forward(
 ) -> np.ndarray:
     """float64[T] scores of the tokens by the expert ``prefix`` (``""``: the main network;
     numpy, the same computation as the torch trainer's
-    :class:`agents.generalist.table_torch.TableNet`)."""
+    :class:`serverfarm_gym.agents.generalist.table_torch.TableNet`)."""
     K = int(group.max()) + 1
     width_in = w[prefix + "embed.0.weight"].shape[1]  # the expert reads the first features
     h = _mlp(x[:, :width_in].astype(np.float32), w, prefix + "embed", 2)
@@ -352,7 +352,7 @@ def load_weights(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     if not p.is_file() or not side.is_file():
         raise ValueError(
             f"model: {p} and its sidecar {side.name} are needed (written by "
-            "agents.generalist.table_train)"
+            "serverfarm_gym.agents.generalist.table_train)"
         )
     meta = json.loads(side.read_text())
     feats = tuple(meta.get("features", ())) if isinstance(meta, dict) else ()

@@ -1,4 +1,4 @@
-"""The torch twin of the table network (:func:`agents.generalist.table_net.forward`) and the
+"""The torch twin of the table network (:func:`serverfarm_gym.agents.generalist.table_net.forward`) and the
 batches it is trained on.
 
 :class:`TableNet` computes the same scores as the numpy forward, under the same parameter names
@@ -10,7 +10,7 @@ about what one farm did.
 
 :func:`collate` packs examples (features, groups, the teacher's ordered and tied pairs, optional
 pair weights) into a :class:`Batch`; :func:`batch_loss` is the distillation loss of
-:mod:`agents.generalist.table_train`, each farm weighing the same.
+:mod:`serverfarm_gym.agents.generalist.table_train`, each farm weighing the same.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.generalist.table_net import FEATURES
+from serverfarm_gym.agents.generalist.table_net import FEATURES
 
 __all__ = ["MAIN_FEATURES", "Batch", "TableNet", "batch_loss", "collate"]
 
@@ -94,7 +94,7 @@ class TableNet(nn.Module):
         self, x: torch.Tensor, group: torch.Tensor, farm: torch.Tensor | None = None
     ) -> torch.Tensor:
         """``prior`` times minus the token's group's PAS rank, read back from ``eff_rank``
-        (the torch twin of :func:`agents.generalist.table_net.pas_prior`)."""
+        (the torch twin of :func:`serverfarm_gym.agents.generalist.table_net.pas_prior`)."""
         if self.prior == 0.0:
             return torch.zeros(len(group), dtype=torch.float64)
         K = _groups_per_token(group, farm)

@@ -1,18 +1,18 @@
-"""Training of the table network (:mod:`agents.generalist.table_net`) by distillation of
+"""Training of the table network (:mod:`serverfarm_gym.agents.generalist.table_net`) by distillation of
 ``best-priority``.
 
-Labels (:mod:`agents.generalist.labels`): the teacher, ``best-priority``'s search with capped
+Labels (:mod:`serverfarm_gym.agents.generalist.labels`): the teacher, ``best-priority``'s search with capped
 budgets (exact where the per-server chain is small, else simulated; a farm of more than
 :data:`TWIN_SERVERS` servers is searched on its scaled-down twin, whose table it shares), and
 the entry pairs its table orders or ties, one cache file a farm.
 
 Farms: the default sampler's training seeds, the small-farm stream
-:data:`agents.generalist.labels.SMALL`, and more of it where the teacher is exact
+:data:`serverfarm_gym.agents.generalist.labels.SMALL`, and more of it where the teacher is exact
 (``--exact-farms``: cheap, noise-free labels of the small farms, the ones where the exact
 evaluation is made).
 
 Parameterisation: the network's scores are a correction to PAS's group ranking (``--prior``,
-see :mod:`agents.generalist.table_net`), with an L2 penalty on the correction (``--l2``).
+see :mod:`serverfarm_gym.agents.generalist.table_net`), with an L2 penalty on the correction (``--l2``).
 
 Model selection (``--val-farms``): held-out validation farms, measured exactly against PAS
 (:class:`Validation`): the epoch kept, then the weight of the PAS prior (a larger one keeps more
@@ -25,11 +25,11 @@ higher level first, as its smallest-index tie-break packs), or that two groups t
 logistic loss on the score difference for the ordered pairs, and an absolute-difference penalty
 for the tied ones, each averaged per farm. Every ordered pair weighs 1, or, with
 ``--pair-floor F``, what exchanging the two entries in the teacher's table costs (%, measured
-by the teacher's evaluator: :func:`agents.generalist.labels.pair_costs`) plus ``F``: a farm
+by the teacher's evaluator: :func:`serverfarm_gym.agents.generalist.labels.pair_costs`) plus ``F``: a farm
 where the order matters then weighs more than one where it does not, and a poor group placed
 before a good one more than two levels that could go either way.
 
-    python -m agents.generalist.table_train --farms 1000 --small-farms 183 --epochs 60 \
+    python -m serverfarm_gym.agents.generalist.table_train --farms 1000 --small-farms 183 --epochs 60 \
         --layers 2 --width 64 --batch-size 16 --pair-floor 0.1 --members 4 --workers 2 \
         --keep-expert agents/generalist/models/generalist_table.npz \
         --out agents/generalist/models/generalist_table
@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.generalist.labels import (
+from serverfarm_gym.agents.generalist.labels import (
     EXACT_SEARCH,
     SIM_SEARCH,
     cached_labels,
@@ -66,22 +66,27 @@ from agents.generalist.labels import (
     farm_labels,
     label_all,
 )
-from agents.generalist.policy import generalist_table
-from agents.generalist.table_net import (
+from serverfarm_gym.agents.generalist.policy import generalist_table
+from serverfarm_gym.agents.generalist.table_net import (
     MAIN_ENSEMBLE,
     SMALL_EXPERT,
     TWIN_SERVERS,
     load_weights,
     save_weights,
 )
-from agents.generalist.table_torch import MAIN_FEATURES, TableNet, batch_loss, collate
-from baselines.pas import pas_table
-from baselines.priority import PriorityPolicy
-from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from evaluation.exact import exact_table_solvable
-from evaluation.measure import measure
-from evaluation.parallel import parallel_map
+from serverfarm_gym.agents.generalist.table_torch import (
+    MAIN_FEATURES,
+    TableNet,
+    batch_loss,
+    collate,
+)
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.evaluation.exact import exact_table_solvable
+from serverfarm_gym.evaluation.measure import measure
+from serverfarm_gym.evaluation.parallel import parallel_map
 
 __all__ = [
     "EXACT_SEARCH",

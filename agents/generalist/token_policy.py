@@ -1,14 +1,14 @@
-"""The generalist policy: one token network (``agents.generalist.network``) for every farm.
+"""The generalist policy: one token network (``serverfarm_gym.agents.generalist.network``) for every farm.
 
 :class:`TokenGeneralistPolicy` is a policy like every other (``predict(obs, action_masks=...)``) for
 any farm the token encoding can describe, in either action mode: it turns the env's observation
-into group tokens (``envs.tokens``), takes the masked argmax of the network's token logits and
+into group tokens (``serverfarm_gym.envs.tokens``), takes the masked argmax of the network's token logits and
 maps the chosen (group, level) back to the env's action (in server mode: the smallest-index
 server of that group at that level that the mask allows, the group mode's convention).
 
 Files: :meth:`TokenGeneralistPolicy.save` writes ``NAME.pt`` (a plain ``state_dict``, loaded with
 ``torch.load(weights_only=True)``: no code runs on load) and ``NAME.json`` (network sizes,
-padding limits, how it was trained). The trainer is :mod:`agents.generalist.train`.
+padding limits, how it was trained). The trainer is :mod:`serverfarm_gym.agents.generalist.train`.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.common.artefacts import (
+from serverfarm_gym.agents.common.artefacts import (
     ArtefactError,
     check_finite_state,
     load_weights_file,
     read_json_object,
 )
-from agents.generalist.network import TokenNetConfig, TokenPolicyNet, pas_anchor
-from agents.ppo.losses import masked_logits
-from baselines.base import Policy
-from baselines.pas import PASPolicy
-from envs.config import FarmConfig
-from envs.observation import hist_offsets
-from envs.tokens import TokenEncoding
+from serverfarm_gym.agents.generalist.network import TokenNetConfig, TokenPolicyNet, pas_anchor
+from serverfarm_gym.agents.ppo.losses import masked_logits
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import hist_offsets
+from serverfarm_gym.envs.tokens import TokenEncoding
 
 __all__ = ["TOKEN_MODEL", "TokenGeneralistPolicy"]
 

@@ -1,12 +1,12 @@
-"""How the generalist (``agents.generalist.policy``) is trained.
+"""How the generalist (``serverfarm_gym.agents.generalist.policy``) is trained.
 
 :class:`GeneralistTrainer` is PPO with domain randomisation: each rollout runs ``farms`` farms
-drawn by ``envs.farm_sampler.sample_farm`` (seeds below the held-out range), each as a native
+drawn by ``serverfarm_gym.envs.farm_sampler.sample_farm`` (seeds below the held-out range), each as a native
 vector env of ``envs_per_farm`` replications in group mode, all stepped in lockstep and read by
 one forward pass; every ``rotate_every`` rollouts the farms are replaced by new draws. Because
 the farms differ, so do the settings derived from them: each farm's discount comes from its own
 decision epochs per mean job duration (a horizon of ``horizon_durations`` durations, as
-``agents.ppo.config.auto_gamma``) and advantages are normalised per farm, so that a 10,000-server
+``serverfarm_gym.agents.ppo.config.auto_gamma``) and advantages are normalised per farm, so that a 10,000-server
 farm (tiny effect per decision) weighs as much as a 5-server one. Before PPO the network is
 fitted to PAS's decisions on ``clone_farms`` farms (label-smoothed behaviour cloning), so it
 starts at PAS's efficiency everywhere instead of at random's.
@@ -25,15 +25,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from agents.generalist.network import TokenNetConfig, TokenPolicyNet
-from agents.generalist.token_policy import TokenGeneralistPolicy, token_tensors
-from agents.ppo.config import auto_gamma
-from agents.ppo.losses import gae, masked_logits, ppo_losses
-from baselines.registry import make_policy
-from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
-from envs.tokens import TokenEncoding
-from envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.agents.generalist.network import TokenNetConfig, TokenPolicyNet
+from serverfarm_gym.agents.generalist.token_policy import TokenGeneralistPolicy, token_tensors
+from serverfarm_gym.agents.ppo.config import auto_gamma
+from serverfarm_gym.agents.ppo.losses import gae, masked_logits, ppo_losses
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from serverfarm_gym.envs.tokens import TokenEncoding
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
 #: the columns :meth:`GeneralistTrainer.label_states` fills (tokens, token mask, label)
 LABEL_COLUMNS = ("groups", "group_mask", "job", "masks", "target")
@@ -63,7 +63,7 @@ class GeneralistConfig:
     max_grad_norm: float = 0.5
     gae_lambda: float = 0.95
     horizon_durations: float = 4.0
-    #: logit bonus at PAS's action (agents.generalist.network): the untrained network is PAS
+    #: logit bonus at PAS's action (serverfarm_gym.agents.generalist.network): the untrained network is PAS
     anchor: float = 4.0
     clone_farms: int = 0  # PAS cloning farms (only needed without an anchor)
     clone_steps: int = 128  # PAS decisions per env of each cloning farm

@@ -1,6 +1,6 @@
 """Validation of the generalist on held-out farms, and the choice of its anchor from it.
 
-The validation farms (:func:`validation_farms`) are the first draws of ``envs.farm_sampler``
+The validation farms (:func:`validation_farms`) are the first draws of ``serverfarm_gym.envs.farm_sampler``
 from :data:`HELD_OUT_SEEDS` (never used by training) whose per-server chain is small enough for
 an exact evaluation; :func:`validate` gives the exact gain over PAS on each, so a validation
 curve has no sampling noise. :func:`select_anchor` picks the PAS anchor on them: the highest mean
@@ -15,13 +15,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from agents.generalist.network import TokenPolicyNet
-from agents.generalist.train import GeneralistTrainer
-from baselines.pas import PASPolicy
-from envs.config import FarmConfig
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from evaluation.exact import exact_solvable
-from evaluation.measure import measure
+from serverfarm_gym.agents.generalist.network import TokenPolicyNet
+from serverfarm_gym.agents.generalist.train import GeneralistTrainer
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.measure import measure
 
 __all__ = ["select_anchor", "validate", "validation_farms", "with_anchor"]
 

@@ -1,8 +1,8 @@
-"""The lean masked PPO: the algorithm (``agents.ppo.algorithm``), a trained model behind the
-common ``predict`` interface (:class:`PPOAgent`, ``agents.ppo.agent``) and ``train.py``'s default
-training loop (``agents.ppo.train``). Importing this package does not import torch."""
+"""The lean masked PPO: the algorithm (``serverfarm_gym.agents.ppo.algorithm``), a trained model behind the
+common ``predict`` interface (:class:`PPOAgent`, ``serverfarm_gym.agents.ppo.agent``) and ``train.py``'s default
+training loop (``serverfarm_gym.agents.ppo.train``). Importing this package does not import torch."""
 
-from agents.ppo.agent import (
+from serverfarm_gym.agents.ppo.agent import (
     MASKED_LOGIT,
     PPOAgent,
     atomic_write_json,

@@ -9,7 +9,7 @@ Loading never unpickles. SB3's own ``MaskablePPO.load`` deserialises cloudpickle
 zip's ``data`` entry, so a crafted model file runs arbitrary code when loaded that way.
 :meth:`PPOAgent.load` instead rebuilds the policy network (spaces from the sidecar's farm and
 action mode, activation from the sidecar, layer widths from the weights' shapes) and reads the
-file through ``agents.common.artefacts`` (the one loader of models, checkpoints and sidecars): only the
+file through ``serverfarm_gym.agents.common.artefacts`` (the one loader of models, checkpoints and sidecars): only the
 weights, ``policy.pth``, with ``torch.load(weights_only=True)`` (finite tensors only; anything
 else is refused), after size checks on the zip, and a schema-checked sidecar. A foreign SB3 zip (custom policy classes, no
 architecture in its sidecar) can still be loaded with ``trust_pickle=True``: that runs code from
@@ -27,13 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from agents.common.artefacts import MAX_ZIP_BYTES, read_model_sidecar, read_sb3_zip, sidecar_path
-from agents.common.checkpoints import atomic_write_json
-from baselines.base import Policy
-from envs.config import FarmConfig, farm_from_dict
-from envs.files import read_regular_file
-from envs.observation import check_action_mode, n_actions, obs_size
-from envs.symmetry import GroupView
+from serverfarm_gym.agents.common.artefacts import (
+    MAX_ZIP_BYTES,
+    read_model_sidecar,
+    read_sb3_zip,
+    sidecar_path,
+)
+from serverfarm_gym.agents.common.checkpoints import atomic_write_json
+from serverfarm_gym.baselines.base import Policy
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.files import read_regular_file
+from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
+from serverfarm_gym.envs.symmetry import GroupView
 
 __all__ = [
     "MASKED_LOGIT",
@@ -92,7 +97,7 @@ def write_sidecar(
     ``network_mode`` is the encoding the network itself reads and acts in (default:
     ``action_mode``). ``"group"`` with ``action_mode="server"`` is a network tied over
     exchangeable servers: it scores (group, level) pairs and acts on servers through
-    ``envs.symmetry.GroupView``."""
+    ``serverfarm_gym.envs.symmetry.GroupView``."""
     check_action_mode(action_mode)
     net = _network_mode(action_mode, network_mode)
     arch = policy_architecture(model, extra.get("train_args"))
@@ -117,13 +122,13 @@ def _network_mode(action_mode: str, network_mode: str | None) -> str:
     if net != action_mode and (action_mode, net) != ("server", "group"):
         raise ValueError(
             f"network_mode: a {net!r} network cannot serve {action_mode!r} actions (only a "
-            "'group' network can act on servers, through envs.symmetry.GroupView)"
+            "'group' network can act on servers, through serverfarm_gym.envs.symmetry.GroupView)"
         )
     return net
 
 
 def read_sidecar(model_path: str | Path) -> dict[str, Any]:
-    """The schema-checked sidecar of ``model_path`` (``agents.common.artefacts.read_model_sidecar``:
+    """The schema-checked sidecar of ``model_path`` (``serverfarm_gym.agents.common.artefacts.read_model_sidecar``:
     FileNotFoundError if missing, a ValueError naming the file and the field if unreadable)."""
     return read_model_sidecar(model_path)
 
@@ -147,7 +152,7 @@ def _resolve_model_path(path: str | Path) -> Path:
 
 def _read_weights(path: Path) -> dict[str, Any]:
     """The policy's state dict from the zip's ``policy.pth``: tensors only, finite, read by
-    ``agents.common.artefacts.read_sb3_zip`` (no unpickling, size limits before decompression)."""
+    ``serverfarm_gym.agents.common.artefacts.read_sb3_zip`` (no unpickling, size limits before decompression)."""
     return read_sb3_zip(path).policy
 
 
@@ -220,7 +225,7 @@ def model_predictor(model: Any) -> Predictor:
     return predict
 
 
-#: the logit of a masked action (also agents.ppo.algorithm.masked_logits): finite, so gradients stay finite
+#: the logit of a masked action (also serverfarm_gym.agents.ppo.algorithm.masked_logits): finite, so gradients stay finite
 MASKED_LOGIT = -1e8
 
 
@@ -271,14 +276,14 @@ def numpy_predictor(policy: Any) -> Callable[[np.ndarray, np.ndarray], np.ndarra
 
 
 class PPOAgent(Policy):
-    """A trained MaskablePPO policy with the common ``predict`` interface of ``baselines.base``.
+    """A trained MaskablePPO policy with the common ``predict`` interface of ``serverfarm_gym.baselines.base``.
 
     Build it with :meth:`load` (or by name: ``make_policy("ppo:PATH", config)``). ``config`` and
     ``action_mode`` are those the model was trained on (observations must use the same encoding);
     ``meta`` holds the sidecar (training args, ...). ``model`` is a ``MaskablePPO`` model or its
     policy network. A sidecar whose ``policy.network_mode`` is ``"group"`` under server actions
     holds a network tied over exchangeable servers: observations, masks and actions pass through
-    ``envs.symmetry.GroupView`` (the job goes to the smallest allowed server of the chosen
+    ``serverfarm_gym.envs.symmetry.GroupView`` (the job goes to the smallest allowed server of the chosen
     (group, level) pair).
     """
 
@@ -346,7 +351,7 @@ class PPOAgent(Policy):
     def from_spec(
         cls, path: str, config: FarmConfig, action_mode: str = "server", seed: int | None = None
     ) -> PPOAgent:
-        """The agent of ``ppo:PATH`` for evaluation on ``config`` (``baselines.registry``).
+        """The agent of ``ppo:PATH`` for evaluation on ``config`` (``serverfarm_gym.baselines.registry``).
 
         Raises:
             ValueError: no model or sidecar at ``path``, an unreadable file, or a model trained
@@ -391,7 +396,7 @@ class PPOAgent(Policy):
         return acts if self.view is None else self.view.server_actions(obs, masks, acts)
 
     def predictor(self) -> Predictor:
-        """Deterministic masked predictor (``evaluation.measure``, ``evaluation.exact``)."""
+        """Deterministic masked predictor (``serverfarm_gym.evaluation.measure``, ``serverfarm_gym.evaluation.exact``)."""
         try:  # numpy forward passes: the same argmax, without torch's per-call overhead
             pred = numpy_predictor(self.policy)
         except ValueError:

@@ -1,5 +1,5 @@
 """A lean masked PPO (CleanRL style) that trains directly on the batched arrays of
-:class:`~envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib ``MaskablePPO`` file.
+:class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib ``MaskablePPO`` file.
 
 Why it exists (BENCHMARKS.md, "Training throughput"): with sb3-contrib's ``MaskablePPO`` the
 Python work per collected step (``collect_rollouts``: a ``MaskableCategorical`` built per step,
@@ -10,8 +10,8 @@ compiled vector step; an update is a few large minibatches over preallocated ten
 
 The network *is* sb3-contrib's ``MaskableActorCriticPolicy`` (same modules, same orthogonal
 initialisation, same Adam with ``eps=1e-5``): :meth:`LeanPPO.save` writes an ordinary
-``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`agents.ppo.write_sidecar`, so
-``agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
+``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`serverfarm_gym.agents.ppo.write_sidecar`, so
+``serverfarm_gym.agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
 
 The algorithm is PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an
 entropy bonus, global gradient-norm clipping and a linearly decaying learning rate. Two
@@ -48,16 +48,30 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.common.artefacts import ArtefactError, read_model_sidecar, read_sb3_zip
-from agents.common.checkpoints import check_finite_params, diverged, save_model_atomic
-from agents.ppo.agent import MASKED_LOGIT, numpy_predictor, sidecar_path, write_sidecar
-from agents.ppo.config import LARGE_FARM_EPOCHS_PER_DURATION, LeanPPOConfig, auto_gamma, recommended
-from agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
-from baselines.registry import make_policy
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios import load_scenario
-from envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
-from evaluation.harness import epochs_per_duration
+from serverfarm_gym.agents.common.artefacts import ArtefactError, read_model_sidecar, read_sb3_zip
+from serverfarm_gym.agents.common.checkpoints import (
+    check_finite_params,
+    diverged,
+    save_model_atomic,
+)
+from serverfarm_gym.agents.ppo.agent import (
+    MASKED_LOGIT,
+    numpy_predictor,
+    sidecar_path,
+    write_sidecar,
+)
+from serverfarm_gym.agents.ppo.config import (
+    LARGE_FARM_EPOCHS_PER_DURATION,
+    LeanPPOConfig,
+    auto_gamma,
+    recommended,
+)
+from serverfarm_gym.agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
+from serverfarm_gym.evaluation.harness import epochs_per_duration
 
 __all__ = [
     "LARGE_FARM_EPOCHS_PER_DURATION",
@@ -169,7 +183,7 @@ class LeanPPO:
         work = energy = area = 0.0
         accepted = 0
         for t in range(T):
-            mask = torch.from_numpy(venv.action_masks())
+            mask = torch.from_numpy(venv.action_masks()).bool()
             accepted += int(mask.any(-1).sum())  # an arrival with a vacancy is admitted
             with torch.no_grad():
                 logits, v = self.forward(obs)
@@ -352,7 +366,7 @@ class LeanPPO:
             act_l.append(np.asarray(a, dtype=np.int64))
             self._obs = self.venv.step(a)[0]
         X = torch.from_numpy(np.concatenate(obs_l))
-        M = torch.from_numpy(np.concatenate(mask_l))
+        M = torch.from_numpy(np.concatenate(mask_l)).bool()
         Y = torch.from_numpy(np.concatenate(act_l))
         opt = torch.optim.Adam(self.policy.parameters(), lr=lr)
         n = len(Y)
@@ -389,7 +403,7 @@ class LeanPPO:
     ) -> Path:
         """Write ``path`` (a ``MaskablePPO`` ``.zip``) and its sidecar for ``PPOAgent.load``.
         ``action_mode``: the actions the saved model serves, by default the network's own;
-        ``"server"`` for a group network tied over exchangeable servers (``agents.ppo``).
+        ``"server"`` for a group network tied over exchangeable servers (``serverfarm_gym.agents.ppo``).
         ``config``: the farm the model serves, if not the one it trains on (a group network
         trained on a scaled-down twin); the sidecar then also keeps ``train_scenario``, which
         :meth:`load` trains on."""
@@ -417,7 +431,7 @@ class LeanPPO:
         """Continue training from a file written by :meth:`save` (network, Adam state, step
         count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
         envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does. Nothing is
-        unpickled (``agents.common.artefacts.read_sb3_zip``): a planted checkpoint cannot run code."""
+        unpickled (``serverfarm_gym.agents.common.artefacts.read_sb3_zip``): a planted checkpoint cannot run code."""
         p = Path(path)
         meta = read_model_sidecar(p)
         cfg = meta.get("lean_ppo_config")
@@ -433,7 +447,7 @@ class LeanPPO:
             ) from err
         farm = meta.get("train_scenario") or meta["scenario"]  # a twin trains on its own farm
         trainer = cls(farm_from_dict(farm), config)
-        # weights and Adam state only, no unpickling (agents.common.artefacts)
+        # weights and Adam state only, no unpickling (serverfarm_gym.agents.common.artefacts)
         saved = read_sb3_zip(p, optimizer=True)
         try:
             trainer.policy.load_state_dict(saved.policy)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from agents.ppo.agent import MASKED_LOGIT
+from serverfarm_gym.agents.ppo.agent import MASKED_LOGIT
 
 __all__ = ["clone_loss", "gae", "masked_logits", "ppo_losses"]
 
@@ -42,7 +42,13 @@ def masked_logits(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     """Logits with masked actions at -1e8: their probability is exactly 0 in float32 (never
     sampled, even with Gumbel noise) while, unlike -inf, gradients stay finite (0 * -inf would
     make the entropy's gradient NaN); sb3-contrib uses the same constant."""
-    return logits.masked_fill(~masks, MASKED_LOGIT)
+    return logits.masked_fill(~as_bool(masks), MASKED_LOGIT)
+
+
+def as_bool(masks: torch.Tensor) -> torch.Tensor:
+    """Boolean masks of bool masks or of the envs' ``int8`` 0/1 ones (``~`` on ``int8`` is
+    bitwise, and ``torch.where`` takes only a boolean condition)."""
+    return masks if masks.dtype == torch.bool else masks != 0
 
 
 def ppo_losses(
@@ -57,6 +63,7 @@ def ppo_losses(
 ) -> dict[str, torch.Tensor]:
     """PPO's terms on a minibatch: clipped surrogate (to minimise), value MSE, entropy of the
     masked distribution, approximate KL and clip fraction."""
+    masks = as_bool(masks)
     logp_all = torch.log_softmax(masked_logits(logits, masks), dim=-1)
     logp = logp_all.gather(1, actions[:, None]).squeeze(1)
     ratio = torch.exp(logp - old_logp)
@@ -84,6 +91,7 @@ def clone_loss(
     ``smoothing`` uniformly over the n valid actions (PAS's included), so the fitted policy's
     argmax is PAS's while it keeps probability on the others for PPO to explore (a hard clone
     saturates the softmax: the policy gradient of a near-deterministic policy is ~0)."""
+    masks = as_bool(masks)
     logp = torch.log_softmax(masked_logits(logits, masks), dim=-1)
     n_valid = masks.sum(-1, keepdim=True).clamp(min=1)
     target = masks.float() * (smoothing / n_valid)

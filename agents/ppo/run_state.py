@@ -1,5 +1,5 @@
 """The state of one lean training run (:class:`LeanRun`), shared by the steps of
-:func:`agents.ppo.train.train_lean`: build, learn with evaluation, verdict."""
+:func:`serverfarm_gym.agents.ppo.train.train_lean`: build, learn with evaluation, verdict."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.ppo import slo as slo_training
-from agents.ppo.trainer import LeanTrainer
-from envs.config import FarmConfig
-from envs.symmetry import GroupView
-from evaluation.measure import References
-from evaluation.paired import BestModelSelector, PairedEvaluator
+from serverfarm_gym.agents.ppo import slo as slo_training
+from serverfarm_gym.agents.ppo.trainer import LeanTrainer
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.symmetry import GroupView
+from serverfarm_gym.evaluation.measure import References
+from serverfarm_gym.evaluation.paired import BestModelSelector, PairedEvaluator
 
-if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
-    from agents.common.run_args import LeanArgs
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import LeanArgs
 
 __all__ = ["LeanRun"]
 
@@ -46,7 +46,9 @@ class LeanRun:
     last_ckpt: int = 0
     learn_s: float = 0.0
     learn_cpu_s: float = 0.0
-    slo: slo_training.SLORun | None = None  # training to the farm's SLO (agents.ppo.slo)
+    slo: slo_training.SLORun | None = (
+        None  # training to the farm's SLO (serverfarm_gym.agents.ppo.slo)
+    )
 
     @property
     def ckpt_dir(self) -> Path:

@@ -1,17 +1,17 @@
 """Training the lean PPO to a mean-response-time SLO (``slo: {mean_response_time: D}``).
 
-Three parts, used by :func:`agents.ppo.train.train_lean` when the farm has an SLO:
+Three parts, used by :func:`serverfarm_gym.agents.ppo.train.train_lean` when the farm has an SLO:
 
 * **The Lagrangian reward with dual ascent** (:class:`DualAscent`): the env's reward is
-  ``(W - eta P - beta N) dt`` (``envs.slo``); beta starts at the exact LP's dual price of the
+  ``(W - eta P - beta N) dt`` (``serverfarm_gym.envs.slo``); beta starts at the exact LP's dual price of the
   SLO row, in the reward's units (:func:`lp_multiplier`), where the aggregated chain is solved,
   else at 1/D; between rollouts it moves by projected dual ascent on the rollout's own mean
-  response time (``envs.slo.update_multiplier``), measured by Little's law over the rollout
+  response time (``serverfarm_gym.envs.slo.update_multiplier``), measured by Little's law over the rollout
   (``ServerFarmVectorEnv.job_area`` over the jobs accepted, ``LeanPPO.collect``). Step size
   (``--slo-step``): by default 1/D, so a rollout 10% above D raises beta by 0.1/D.
 * **Measuring the sampling policy** (:func:`measure_slo`): under a binding SLO the optimum
   randomises, so the model is the network's *sampling* policy, not its argmax. Exactly on the
-  aggregated chain (``baselines.solvers.aggregated``; a group-action network is symmetric over a
+  aggregated chain (``serverfarm_gym.baselines.solvers.aggregated``; a group-action network is symmetric over a
   group's servers, so its action probabilities in a histogram state are a randomised policy of
   that chain): efficiency and E[T] with no noise. Otherwise simulated: independent envs with
   sampled actions, Student-t 95% intervals over them.
@@ -30,21 +30,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.ppo.losses import masked_logits
-from baselines.registry import make_policy
-from baselines.solvers.aggregated import (
+from serverfarm_gym.agents.ppo.losses import masked_logits
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_efficiency,
     aggregated_response_time,
 )
-from baselines.solvers.ctmc import GeneratorSolver
-from baselines.solvers.slo_optimum import solve_slo
-from envs.config import FarmConfig
-from envs.observation import encode_occupancy
-from envs.slo import default_multiplier, update_multiplier
-from envs.vector import ServerFarmVectorEnv
-from evaluation.exact import exact_solvable
-from evaluation.stats import mean_ci
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
+from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import encode_occupancy
+from serverfarm_gym.envs.slo import default_multiplier, update_multiplier
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = [
     "DualAscent",
@@ -273,7 +273,7 @@ def slo_summary(slo: SLORun, history: list[dict[str, Any]], kept_steps: int) -> 
         opt = solve_slo(slo.space.config)
         out["optimum"] = {"efficiency": opt.value,
                           "mean_response_time": float(opt.info["mean_response_time"]),
-                          "source": "exact (baselines.solvers.slo_optimum.solve_slo)"}  # fmt: skip
+                          "source": "exact (serverfarm_gym.baselines.solvers.slo_optimum.solve_slo)"}  # fmt: skip
         if kept is not None:
             out["gap_to_optimum_pct"] = 100.0 * (opt.value - kept["efficiency"]) / opt.value
     if slo.dual is not None:

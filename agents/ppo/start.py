@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agents.ppo.trainer import LeanTrainer
-from baselines.best_priority import BestPriorityPolicy
-from baselines.priority import PriorityPolicy
-from baselines.registry import make_policy
-from envs.config import FarmConfig
-from evaluation.measure import Estimate, References
-from evaluation.paired import PairedEvaluator, compare
-from evaluation.references import reference_values
+from serverfarm_gym.agents.ppo.trainer import LeanTrainer
+from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.paired import PairedEvaluator, compare
+from serverfarm_gym.evaluation.references import reference_values
 
-if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
-    from agents.common.run_args import LeanArgs
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import LeanArgs
 
 __all__ = ["plain_estimate", "provenance", "run_references", "strongest_start"]
 

@@ -1,4 +1,4 @@
-"""train.py's default trainer: the lean masked PPO (``agents.ppo.algorithm``) with the run directory,
+"""train.py's default trainer: the lean masked PPO (``serverfarm_gym.agents.ppo.algorithm``) with the run directory,
 evaluations, best-model selection, checkpoints, resume and Ctrl-C of ``train.py``.
 
 One job (:func:`train_lean`), in three steps sharing a :class:`LeanRun`:
@@ -7,13 +7,13 @@ One job (:func:`train_lean`), in three steps sharing a :class:`LeanRun`:
    new and fitted to its ``--init`` teacher (``_warm_start``: the clone, checkpointed at step 0);
 2. :func:`_learn`: rollouts and updates; the policy is evaluated at step 0, every ``eval_freq``
    steps and at the end, exactly where the per-server chain is small, else in the vector env
-   with fixed seeds, paired with PAS (``evaluation.paired``); ``best_model.zip`` is
+   with fixed seeds, paired with PAS (``serverfarm_gym.evaluation.paired``); ``best_model.zip`` is
    replaced only by a better model (exact, or the paired 95% interval above 0);
 3. :func:`_verdict`: the best and the final model measured once more, on fresh seeds, next to
    PAS on the same seeds; the summary says whether PPO beats PAS significantly, is not
    significantly different, or is below.
 
-A farm with an SLO trains to it (``agents.ppo.slo``): Lagrangian reward with dual ascent, a
+A farm with an SLO trains to it (``serverfarm_gym.agents.ppo.slo``): Lagrangian reward with dual ascent, a
 start that meets the SLO, and the kept model the most efficient one that meets it.
 The run directory has the layout of the SB3 trainer's (docs/training.md).
 """
@@ -32,16 +32,21 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
-from agents.common.artefacts import read_json_object, read_model_sidecar
-from agents.common.checkpoints import TrainingDiverged, read_evaluations
-from agents.common.farm_settings import policy_warmup
-from agents.common.run_dir import write_run_args
-from agents.ppo import slo as slo_training
-from agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
-from agents.ppo.algorithm import numpy_predictor
-from agents.ppo.run_state import LeanRun
-from agents.ppo.start import plain_estimate, provenance, run_references, strongest_start
-from agents.ppo.trainer import (
+from serverfarm_gym.agents.common.artefacts import read_json_object, read_model_sidecar
+from serverfarm_gym.agents.common.checkpoints import TrainingDiverged, read_evaluations
+from serverfarm_gym.agents.common.farm_settings import policy_warmup
+from serverfarm_gym.agents.common.run_dir import write_run_args
+from serverfarm_gym.agents.ppo import slo as slo_training
+from serverfarm_gym.agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
+from serverfarm_gym.agents.ppo.algorithm import numpy_predictor
+from serverfarm_gym.agents.ppo.run_state import LeanRun
+from serverfarm_gym.agents.ppo.start import (
+    plain_estimate,
+    provenance,
+    run_references,
+    strongest_start,
+)
+from serverfarm_gym.agents.ppo.trainer import (
     LeanTrainer,
     ProgressBar,
     Snapshot,
@@ -51,11 +56,11 @@ from agents.ppo.trainer import (
     network_mode,
     prune_checkpoints,
 )
-from envs.config import FarmConfig
-from envs.symmetry import GroupView
-from evaluation.exact import exact_solvable
-from evaluation.measure import Estimate, References
-from evaluation.paired import (
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.symmetry import GroupView
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.paired import (
     BestModelSelector,
     PairedComparison,
     PairedEvaluator,
@@ -63,11 +68,11 @@ from evaluation.paired import (
     estimate_as_dict,
     estimate_from_dict,
 )
-from evaluation.provenance import versions
-from evaluation.stats import gaps
+from serverfarm_gym.evaluation.provenance import versions
+from serverfarm_gym.evaluation.stats import gaps
 
-if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
-    from agents.common.run_args import LeanArgs
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import LeanArgs
 
 __all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
 

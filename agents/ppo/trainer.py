@@ -1,7 +1,7 @@
-"""The lean trainer of ``train.py`` (:class:`LeanTrainer`: :class:`~agents.ppo.algorithm.LeanPPO`
+"""The lean trainer of ``train.py`` (:class:`LeanTrainer`: :class:`~serverfarm_gym.agents.ppo.algorithm.LeanPPO`
 built from train.py's resolved arguments), its checkpoints (written, pruned to the newest
 :data:`KEEP_CHECKPOINTS`, the newest loadable one found on resume), the snapshot Ctrl-C saves
-and the progress bar. The training loop itself is :func:`agents.ppo.train.train_lean`."""
+and the progress bar. The training loop itself is :func:`serverfarm_gym.agents.ppo.train.train_lean`."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from agents.common.checkpoints import (
+from serverfarm_gym.agents.common.checkpoints import (
     list_checkpoints,
     newest_loadable,
 )
-from agents.ppo.algorithm import LeanPPO, LeanPPOConfig, masked_logits
+from serverfarm_gym.agents.ppo.algorithm import LeanPPO, LeanPPOConfig, masked_logits
 
-if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
-    from agents.common.run_args import LeanArgs
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import LeanArgs
 
 __all__ = [
     "KEEP_CHECKPOINTS",
@@ -82,7 +82,7 @@ class LeanTrainer(LeanPPO):
             obs_l.append(self._obs)
             mask_l.append(m)
             self._obs = self.venv.step(a)[0]
-        masks = torch.from_numpy(np.concatenate(mask_l))
+        masks = torch.from_numpy(np.concatenate(mask_l)).bool()
         keep = masks.sum(-1) >= 2
         if not bool(keep.any()):
             return 1.0
@@ -108,7 +108,7 @@ class LeanTrainer(LeanPPO):
 
 def network_mode(a: LeanArgs) -> str:
     """The encoding the network trains in: server actions with ``server_network="tied"`` train
-    a (group, level) network, which acts on servers through ``envs.symmetry.GroupView`` (the
+    a (group, level) network, which acts on servers through ``serverfarm_gym.envs.symmetry.GroupView`` (the
     trajectories are the same step for step, and an optimal policy can be taken symmetric over
     exchangeable servers); otherwise the action mode itself."""
     tied = a.action_mode == "server" and a.server_network == "tied"

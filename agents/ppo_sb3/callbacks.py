@@ -25,13 +25,13 @@ from typing import Any, TypeVar
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.common.artefacts import (
+from serverfarm_gym.agents.common.artefacts import (
     ArtefactError,
     read_json_object,
     read_model_sidecar,
     read_sb3_zip,
 )
-from agents.common.checkpoints import (
+from serverfarm_gym.agents.common.checkpoints import (
     CKPT_RE,
     check_finite_params,
     diverged,
@@ -39,9 +39,9 @@ from agents.common.checkpoints import (
     save_model_atomic,
     write_error,
 )
-from agents.ppo.agent import model_predictor
-from evaluation.measure import Estimate, References
-from evaluation.stats import gaps
+from serverfarm_gym.agents.ppo.agent import model_predictor
+from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.stats import gaps
 
 __all__ = [
     "AtomicCheckpointCallback",
@@ -171,7 +171,7 @@ class EfficiencyEvalCallback(BaseCallback):
 
     Args:
         measure: ``measure(predictor) -> Estimate`` (e.g. a partial of
-            ``evaluation.measure.measure``); the predictor is the model's deterministic one.
+            ``serverfarm_gym.evaluation.measure.measure``); the predictor is the model's deterministic one.
         references: PAS / optimum / bound of the scenario, for the logged gaps.
         eval_freq: timesteps between evaluations (all envs together).
         log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).
@@ -397,7 +397,7 @@ def load_checkpoint(
 
     Nothing is unpickled: ``build(env)`` makes a fresh model of the run's arguments (the run's
     ``args.json`` is its identity), and only the checkpoint's weights, Adam state and step
-    counts are read into it (``agents.common.artefacts.read_sb3_zip``); SB3's ``MaskablePPO.load``
+    counts are read into it (``serverfarm_gym.agents.common.artefacts.read_sb3_zip``); SB3's ``MaskablePPO.load``
     would run code planted in the zip. A checkpoint that cannot be loaded (cut short,
     overwritten, disk error, non-finite weights) is skipped with a warning on stderr and the
     previous one is tried; if none loads, a ValueError says why.

@@ -1,8 +1,8 @@
 """train.py's reference trainer (``--trainer sb3``): sb3-contrib ``MaskablePPO`` on a
 ``DummyVecEnv`` (or ``SubprocVecEnv``) of ``TrainingWrapper(ServerFarmEnv)``, with the callbacks
-of ``agents.ppo_sb3.callbacks`` (exact or simulated evaluations, atomic checkpoints, resume, Ctrl-C).
+of ``serverfarm_gym.agents.ppo_sb3.callbacks`` (exact or simulated evaluations, atomic checkpoints, resume, Ctrl-C).
 
-Kept as the reference implementation the lean trainer (``agents.ppo.train``, the default) is
+Kept as the reference implementation the lean trainer (``serverfarm_gym.agents.ppo.train``, the default) is
 measured against (BENCHMARKS.md, "Training throughput"): its per-step Python overhead limits it
 to ~1,500 steps per CPU second.
 """
@@ -18,12 +18,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.common.artefacts import read_json_object
-from agents.common.checkpoints import TrainingDiverged, read_evaluations, save_model_atomic
-from agents.common.run_checks import parse_net_arch
-from agents.common.run_dir import write_run_args
-from agents.ppo.agent import PPOAgent, atomic_write_json, model_predictor, write_sidecar
-from agents.ppo_sb3.callbacks import (
+from serverfarm_gym.agents.common.artefacts import read_json_object
+from serverfarm_gym.agents.common.checkpoints import (
+    TrainingDiverged,
+    read_evaluations,
+    save_model_atomic,
+)
+from serverfarm_gym.agents.common.run_checks import parse_net_arch
+from serverfarm_gym.agents.common.run_dir import write_run_args
+from serverfarm_gym.agents.ppo.agent import (
+    PPOAgent,
+    atomic_write_json,
+    model_predictor,
+    write_sidecar,
+)
+from serverfarm_gym.agents.ppo_sb3.callbacks import (
     AtomicCheckpointCallback,
     EfficiencyEvalCallback,
     FiniteGuardCallback,
@@ -33,22 +42,22 @@ from agents.ppo_sb3.callbacks import (
     saved_best_efficiency,
     vecnormalize_path,
 )
-from agents.ppo_sb3.wrappers import TrainingWrapper
-from envs.config import FarmConfig
-from envs.server_farm import ServerFarmEnv
-from evaluation.harness import epochs_per_duration
-from evaluation.measure import (
+from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.measure import (
     Estimate,
     References,
     reference_efficiencies,
     replication_seeds,
 )
-from evaluation.measure import measure as measure_policy
-from evaluation.provenance import versions
-from evaluation.stats import gaps
+from serverfarm_gym.evaluation.measure import measure as measure_policy
+from serverfarm_gym.evaluation.provenance import versions
+from serverfarm_gym.evaluation.stats import gaps
 
-if TYPE_CHECKING:  # the resolved arguments of train.py (agents.common.run_args)
-    from agents.common.run_args import Sb3Args
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import Sb3Args
 
 __all__ = ["make_vec_env", "new_model", "parse_net_arch", "train_sb3"]
 
@@ -284,7 +293,7 @@ def _evaluator(
 
 def train_sb3(a: Sb3Args, config: FarmConfig) -> dict[str, Any]:
     """Run (or resume) one MaskablePPO job described by train.py's resolved arguments ``a``
-    (``agents.common.run_args.Sb3Args``) on the farm ``config``; returns the summary (train.py
+    (``serverfarm_gym.agents.common.run_args.Sb3Args``) on the farm ``config``; returns the summary (train.py
     writes ``summary.json`` and prints the report)."""
     import torch
     from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
@@ -343,7 +352,7 @@ def _final_summary(
     best_path = Path(a.output_dir) / "best_model.zip"
     best = PPOAgent.load(
         best_path, device=a.device
-    )  # the one safe loader (agents.common.artefacts)
+    )  # the one safe loader (serverfarm_gym.agents.common.artefacts)
     final_kw = {
         "config": config,
         "window": a.final_eval_epochs,

@@ -7,13 +7,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
 
 __all__ = ["TrainingWrapper"]
 
 
 class TrainingWrapper(gym.Wrapper):
-    """The training view of a :class:`~envs.server_farm.ServerFarmEnv`: the reward PPO sees and
+    """The training view of a :class:`~serverfarm_gym.envs.server_farm.ServerFarmEnv`: the reward PPO sees and
     the action mask.
 
     ``reward="env"`` keeps the env's reward: the integral of ``W(t) - eta P(t)`` up to the next

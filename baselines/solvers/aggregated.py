@@ -1,4 +1,4 @@
-"""The aggregated state space of a farm for the exact solvers (``baselines.solvers.optimum``).
+"""The aggregated state space of a farm for the exact solvers (``serverfarm_gym.baselines.solvers.optimum``).
 
 By exchangeability of a group's servers, a state is one histogram per group (``m_{k,b}``: servers
 of group k holding b jobs), so the chain has ``prod_k C(R_k + B_k, B_k)`` states instead of
@@ -14,9 +14,9 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from baselines.solvers.ctmc import GeneratorSolver, check_rates
-from envs.config import FarmConfig
-from envs.observation import level_offsets
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver, check_rates
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import level_offsets
 
 __all__ = [
     "DEFAULT_MAX_PI_STATES",
@@ -64,7 +64,7 @@ def refuse_if_larger(config: FarmConfig, what: str, count: int, limit: int, name
         raise ValueError(
             f"scenario {config.name!r}: the aggregated {what} has {shown} "
             f"{'variables' if 'LP' in what else 'states'}, above the limit {name}={limit}; "
-            "use a smaller farm, raise the limit, or use baselines.solvers.bounds.relaxation_bound"
+            "use a smaller farm, raise the limit, or use serverfarm_gym.baselines.solvers.bounds.relaxation_bound"
         )
 
 

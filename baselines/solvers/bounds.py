@@ -59,7 +59,7 @@ an LP above :data:`MAX_BOUND_VARIABLES` (200,000; building it in Python takes se
 of MB) is refused before it is built, and HiGHS stops after :data:`MAX_BOUND_SECONDS` (120 s).
 Both raise :class:`BoundTooLarge` (a ``ValueError``); the evaluation reports then carry
 ``"upper_bound": null`` with the message as ``"upper_bound_reason"``. The bound is the reference
-the "deviation" is measured against for large farms (``evaluation.references`` uses the default,
+the "deviation" is measured against for large farms (``serverfarm_gym.evaluation.references`` uses the default,
 tight).
 
 Limits: exponential sizes (for other sizes the balance equations still hold for insensitive
@@ -76,8 +76,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import OptimizeResult, linprog
 
-from envs.config import FarmConfig
-from envs.scenarios import load_scenario
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
 
 __all__ = [
     "MAX_BOUND_SECONDS",
@@ -96,7 +96,7 @@ MAX_BOUND_SECONDS = 120.0
 
 class BoundTooLarge(ValueError):
     """The relaxation LP is beyond :data:`MAX_BOUND_VARIABLES` variables or did not finish within
-    the time limit; callers that can go without the bound (``evaluation.references``) skip it
+    the time limit; callers that can go without the bound (``serverfarm_gym.evaluation.references``) skip it
     and report this message as the reason."""
 
 
@@ -192,7 +192,7 @@ def check_bound_size(
         raise BoundTooLarge(
             f"scenario {config.name!r}: the relaxation-bound LP has {nv:,} variables and "
             f"{nc:,} constraints, above the limit of {limit:,} variables "
-            "(baselines.solvers.bounds.MAX_BOUND_VARIABLES); it grows with the distinct sets of "
+            "(serverfarm_gym.baselines.solvers.bounds.MAX_BOUND_VARIABLES); it grows with the distinct sets of "
             "groups the job types may use x the buffers of those groups: use fewer distinct sets "
             "or smaller buffers"
         )
@@ -365,7 +365,7 @@ def relaxation_bound(
     """Solve the relaxed problem (module docstring) and return its optimum as a :class:`BoundResult`.
 
     Args:
-        config: the farm (a FarmConfig or anything :func:`envs.scenarios.load_scenario` takes).
+        config: the farm (a FarmConfig or anything :func:`serverfarm_gym.envs.scenarios.load_scenario` takes).
         tight: add the per-type caps and the blocking cuts (default); ``False`` is the loose
             relaxation of the first version, kept for comparison (always >= the tight value).
         max_variables: refuse (``ValueError``, before building anything) an LP with more

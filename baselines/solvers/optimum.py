@@ -8,7 +8,7 @@ when there is none (blocking only when every available server is full). **Expone
 only** (the chain is then a continuous-time MDP); general per-level ``mu_k(n)``, ``eps_k(n)`` from
 ``config.mu_table`` / ``config.power_table``.
 
-Actions are numbered as the group-mode actions of ``envs.observation``: ``a = level_offsets[k] + b``.
+Actions are numbered as the group-mode actions of ``serverfarm_gym.envs.observation``: ``a = level_offsets[k] + b``.
 
 Solvers (independent; tests check they agree to 1e-7 relative):
 
@@ -28,7 +28,7 @@ Solvers (independent; tests check they agree to 1e-7 relative):
   changes. Deterministic policy; scales further than the LP.
 - :func:`brute_force`: every deterministic stationary policy evaluated exactly (tiny farms; test).
 
-:class:`baselines.optimal.OptimalPolicy` plays a solution in the env through the ``Policy``
+:class:`serverfarm_gym.baselines.optimal.OptimalPolicy` plays a solution in the env through the ``Policy``
 interface.
 """
 
@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from baselines.solvers.aggregated import (
+from serverfarm_gym.baselines.solvers.aggregated import (
     DEFAULT_MAX_PI_STATES,
     AggregatedSpace,
     aggregated_efficiency,
@@ -53,8 +53,8 @@ from baselines.solvers.aggregated import (
     evaluate_aggregated,
     refuse_if_larger,
 )
-from baselines.solvers.ctmc import DIRECT_MAX_STATES, GeneratorSolver
-from envs.config import FarmConfig
+from serverfarm_gym.baselines.solvers.ctmc import DIRECT_MAX_STATES, GeneratorSolver
+from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = [
     "DEFAULT_MAX_LP_VARIABLES",
@@ -222,7 +222,7 @@ def solve_pi(
 ) -> OptimumSolution:
     """Ratio policy iteration on the aggregated chain (deterministic optimal policy).
 
-    Each step evaluates the current policy (:class:`baselines.solvers.ctmc.GeneratorSolver`): the
+    Each step evaluates the current policy (:class:`serverfarm_gym.baselines.solvers.ctmc.GeneratorSolver`): the
     stationary distribution pi, ``eta = pi.W / pi.P`` and the relative values h of the reward
     rate ``W - eta P``; each (state, type) then switches to ``argmax_a h(next(m, a))`` if that
     beats its current action by more than ``rtol`` times the spread of h (the margin prevents

@@ -1,6 +1,6 @@
 """Power-demand routing (PDR): the multi-objective network-flow optimiser of ``docs/pdr.md``.
 
-For one interval of a :class:`envs.geo.GeoConfig`, route the ingress demands r_i to clusters:
+For one interval of a :class:`serverfarm_gym.envs.geo.GeoConfig`, route the ingress demands r_i to clusters:
 
     x_ij >= 0 on available links (C6),  sum_j x_ij = r_i (C1),  x_j = sum_i x_ij (C2),  x_j <= u_j (C3)
     L_ave = (1/R) sum_ij x_ij (delta_ij + pi_j(x_j))  (C4),  L_ave <= D_max  (C5)
@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from baselines.solvers.pdr_model import (
+from serverfarm_gym.baselines.solvers.pdr_model import (
     DEFAULT_PIECES,
     EPS_KEYS,
     OBJECTIVES,
@@ -48,7 +48,7 @@ from baselines.solvers.pdr_model import (
     objective_costs,
     routing_probabilities,
 )
-from envs.geo import GeoConfig
+from serverfarm_gym.envs.geo import GeoConfig
 
 __all__ = [
     "DEFAULT_PIECES",

@@ -1,6 +1,6 @@
 """The PDR model pieces (``docs/pdr.md``): the objectives, the M/M/1 delay and its secant
 linearisation, the solution record and what it implies (costs, routing probabilities).
-``baselines.solvers.pdr`` builds and solves the LPs from these.
+``serverfarm_gym.baselines.solvers.pdr`` builds and solves the LPs from these.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from envs.geo import GeoConfig
+from serverfarm_gym.envs.geo import GeoConfig
 
 __all__ = [
     "DEFAULT_PIECES",

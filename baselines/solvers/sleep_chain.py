@@ -30,11 +30,11 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.sparse.linalg import spsolve
 
-from envs.config import FarmConfig, GroupConfig
+from serverfarm_gym.envs.config import FarmConfig, GroupConfig
 
 __all__ = ["SleepResult", "SleepSpace", "evaluate_pas", "evaluate_table", "solve_optimum"]
 
-ON, SETUP, OFF = 0, 1, 2  # as envs.simulator.MODE_*
+ON, SETUP, OFF = 0, 1, 2  # as serverfarm_gym.envs.simulator.MODE_*
 MAX_STATES = 200_000
 
 

@@ -1,11 +1,11 @@
 """Exact optimum under a mean-response-time SLO: maximise efficiency subject to ``E[T] <= D``.
 
-The scenario's ``slo: {mean_response_time: D}`` (``envs.config.SLOConfig``) bounds the long-run
+The scenario's ``slo: {mean_response_time: D}`` (``serverfarm_gym.envs.config.SLOConfig``) bounds the long-run
 mean response time of admitted jobs. By Little's law ``E[T] = E[N] / E[admitted rate]``, so on the
-aggregated chain of :mod:`baselines.solvers.aggregated` (exponential sizes, small farms) the
+aggregated chain of :mod:`serverfarm_gym.baselines.solvers.aggregated` (exponential sizes, small farms) the
 constraint is ``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and
 homogeneous, so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
-:func:`baselines.solvers.optimum.solve_lp` plus one inequality row::
+:func:`serverfarm_gym.baselines.solvers.optimum.solve_lp` plus one inequality row::
 
     max  sum_m W(m) z(m)
     s.t. sum_m P(m) z(m) = 1
@@ -20,8 +20,8 @@ It is solved by HiGHS (``scipy.optimize.linprog``).
 stationary policy that randomises between two actions in at most one (state, job type) pair
 (a basic LP solution has one more basic variable than the unconstrained one). When the SLO binds
 the optimum usually *needs* that randomisation: no deterministic policy reaches it.
-:class:`baselines.optimal.SLOOptimalPolicy` plays it with its own seeded generator
-(``predict``'s default samples; see :class:`baselines.optimal.OptimalPolicy`);
+:class:`serverfarm_gym.baselines.optimal.SLOOptimalPolicy` plays it with its own seeded generator
+(``predict``'s default samples; see :class:`serverfarm_gym.baselines.optimal.OptimalPolicy`);
 ``info["randomised_pairs"]`` counts the pairs.
 
 :func:`min_response_time` gives the smallest ``E[T]`` any admissible policy achieves (the same
@@ -38,21 +38,21 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from baselines.solvers.aggregated import (
+from serverfarm_gym.baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_efficiency,
     aggregated_response_time,
     estimate_size,
     refuse_if_larger,
 )
-from baselines.solvers.ctmc import GeneratorSolver
-from baselines.solvers.optimum import (
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
+from serverfarm_gym.baselines.solvers.optimum import (
     DEFAULT_MAX_LP_VARIABLES,
     OptimumSolution,
     lp_solution,
     occupation_measures,
 )
-from envs.config import FarmConfig
+from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = [
     "SLOInfeasibleError",
@@ -174,7 +174,7 @@ def solve_slo(
     ``info``: ``slo`` (D), ``mean_response_time`` (the policy's exact E[T]), ``binding`` (E[T]
     within 1e-6 relative of D), ``randomised_pairs`` (recurrent (state, type) pairs that mix),
     ``dual_price`` (mu >= 0, the SLO row's HiGHS marginal: the optimum's policy maximises
-    ``E[(1 + mu D) W - mu N] / E[P]``, the Lagrangian the multiplier of ``envs.slo`` prices).
+    ``E[(1 + mu D) W - mu N] / E[P]``, the Lagrangian the multiplier of ``serverfarm_gym.envs.slo`` prices).
 
     Raises:
         SLOInfeasibleError: D is below the smallest achievable mean response time (the message

@@ -1,6 +1,6 @@
 """Compiled (numba) event kernels of the farm simulator.
 
-The Python layer (``envs.simulator``) owns configuration, state arrays and metrics; these functions
+The Python layer (``serverfarm_gym.envs.simulator``) owns configuration, state arrays and metrics; these functions
 only do events. Layout of the state (all plain numpy arrays, no per-event allocation):
 
 * ``occ[s]``: jobs on server s.
@@ -8,7 +8,7 @@ only do events. Layout of the state (all plain numpy arrays, no per-event alloca
   array ``hdata[hbase[k, b] : hbase[k, b] + hsize[k, b]]`` with ``hpos[s]`` the position of s in
   it (a uniformly random server at a level is ``hdata[base + randint(size)]``), and a 64-ary
   bitset tree in ``sets`` that gives the smallest-index server at that level, which is what
-  every built-in dispatcher breaks ties by (see :mod:`envs.kernels.level_sets`; one more tree per
+  every built-in dispatcher breaks ties by (see :mod:`serverfarm_gym.envs.kernels.level_sets`; one more tree per
   group holds its non-full servers). ``hsize[k, b]`` is the histogram m_{k,b}. Moving a server between levels
   costs O(1) plus O(log64 R_k) in the worst case, independent of the rest of the farm.
 * ``fs`` (float64[10]): time, integrated work, energy, energy cost, current total service rate W,
@@ -31,33 +31,33 @@ reference-count-free views to the loops (:func:`borrow`). The env step (assign, 
 next epoch, reward, mask, observation, info numbers) is one compiled call, ``vec_step``, for a
 single env and a batch alike.
 
-Modules, by concern: :mod:`~envs.kernels.schema` (the packed buffers' layout, declared once) and
-:mod:`~envs.kernels.layout` (generated from it: slot constants, ``unpack``, ``set_views``),
-:mod:`~envs.kernels.intrinsics` (borrowed views, raw-pointer Generator),
-:mod:`~envs.kernels.level_sets`, :mod:`~envs.kernels.dispatch` (shared helpers, built-in
-dispatchers), the event loops :mod:`~envs.kernels.exponential` and :mod:`~envs.kernels.general`,
-:mod:`~envs.kernels.sleep` (the event loop with right-sizing),
-:mod:`~envs.kernels.packed` (the simulator's entry points) and :mod:`~envs.kernels.env_step`.
+Modules, by concern: :mod:`~serverfarm_gym.envs.kernels.schema` (the packed buffers' layout, declared once) and
+:mod:`~serverfarm_gym.envs.kernels.layout` (generated from it: slot constants, ``unpack``, ``set_views``),
+:mod:`~serverfarm_gym.envs.kernels.intrinsics` (borrowed views, raw-pointer Generator),
+:mod:`~serverfarm_gym.envs.kernels.level_sets`, :mod:`~serverfarm_gym.envs.kernels.dispatch` (shared helpers, built-in
+dispatchers), the event loops :mod:`~serverfarm_gym.envs.kernels.exponential` and :mod:`~serverfarm_gym.envs.kernels.general`,
+:mod:`~serverfarm_gym.envs.kernels.sleep` (the event loop with right-sizing),
+:mod:`~serverfarm_gym.envs.kernels.packed` (the simulator's entry points) and :mod:`~serverfarm_gym.envs.kernels.env_step`.
 Helpers are inlined across modules (``inline="always"``) exactly as within one. Every compiled
-function is decorated by :func:`envs.kernels.cache.kernel_njit`, so numba's disk cache is keyed on
+function is decorated by :func:`serverfarm_gym.envs.kernels.cache.kernel_njit`, so numba's disk cache is keyed on
 the whole package's source: editing any kernel recompiles everything that depends on it.
 
-This package exports only what the rest of the project uses (``envs.simulator``,
-``envs.server_farm``, ``envs.vector``: ``from envs import kernels as kn; kn.vec_step``): the entry
+This package exports only what the rest of the project uses (``serverfarm_gym.envs.simulator``,
+``serverfarm_gym.envs.server_farm``, ``serverfarm_gym.envs.vector``: ``from serverfarm_gym.envs import kernels as kn; kn.vec_step``): the entry
 points, the policy / mode / kind codes and the buffer slots those modules read. Everything else
 (the other slots of ``layout``, the event loops, the level sets, the dispatch helpers) is the
 kernels' own; a test or benchmark that needs it imports the submodule
-(``from envs.kernels.layout import NJOBS``).
+(``from serverfarm_gym.envs.kernels.layout import NJOBS``).
 """
 
 from __future__ import annotations
 
-from envs.kernels.dispatch import (
+from serverfarm_gym.envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
     POLICY_RANDOM,
 )
-from envs.kernels.env_step import (
+from serverfarm_gym.envs.kernels.env_step import (
     MODE_GROUP,
     MODE_SERVER,
     WARMUP_CHUNK,
@@ -65,10 +65,10 @@ from envs.kernels.env_step import (
     vec_step,
     vec_step_parallel,
 )
-from envs.kernels.intrinsics import (
+from serverfarm_gym.envs.kernels.intrinsics import (
     rng_pointers,
 )
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.layout import (
     COST,
     DEPARTURES,
     E_DONE,
@@ -115,7 +115,7 @@ from envs.kernels.layout import (
     X_WORK,
     T,
 )
-from envs.kernels.packed import (
+from serverfarm_gym.envs.kernels.packed import (
     can_take,
     kind_tag,
     packed_assign,
@@ -123,7 +123,7 @@ from envs.kernels.packed import (
     packed_reset,
     packed_run,
 )
-from envs.kernels.sleep import (
+from serverfarm_gym.envs.kernels.sleep import (
     MODE_OFF,
     MODE_ON,
     MODE_SETUP,

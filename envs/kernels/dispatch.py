@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.layout import (
     COST,
     CRATE,
     ENERGY,
@@ -18,7 +18,7 @@ from envs.kernels.layout import (
     WRATE,
     T,
 )
-from envs.kernels.level_sets import level_min
+from serverfarm_gym.envs.kernels.level_sets import level_min
 
 # policy kinds of the built-in dispatchers
 POLICY_EXTERNAL = 0  # stop at the next decision epoch and let the caller decide
@@ -165,7 +165,7 @@ def pick_type(crates_row, rng):
 
 @kernel_njit()
 def sample_size(code, p1, p2, rng):
-    """One job size with mean 1 (codes as envs.config.DISTRIBUTIONS)."""
+    """One job size with mean 1 (codes as serverfarm_gym.envs.config.DISTRIBUTIONS)."""
     if code == 0:  # exponential
         return rng.standard_exponential()
     if code == 1:  # deterministic

@@ -7,10 +7,10 @@ import math
 import numpy as np
 from numba import prange
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.dispatch import POLICY_EXTERNAL, pick_priority_kb
-from envs.kernels.intrinsics import as2d, borrow
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.dispatch import POLICY_EXTERNAL, pick_priority_kb
+from serverfarm_gym.envs.kernels.intrinsics import as2d, borrow
+from serverfarm_gym.envs.kernels.layout import (
     COST,
     E_A,
     E_DONE,
@@ -94,13 +94,19 @@ from envs.kernels.layout import (
     set_views,
     unpack,
 )
-from envs.kernels.level_sets import level_min
-from envs.kernels.packed import assign_pending, event_loop, packed_reset, packed_resum, packed_rng
+from serverfarm_gym.envs.kernels.level_sets import level_min
+from serverfarm_gym.envs.kernels.packed import (
+    assign_pending,
+    event_loop,
+    packed_reset,
+    packed_resum,
+    packed_rng,
+)
 
 # A step assigns the action, simulates to the next decision epoch and computes the reward, the
 # running eta, the mask, the observation and the numbers of ``info``, for a batch of envs
 # (``vec_step``; ServerFarmEnv is a batch of one, ServerFarmVectorEnv of N), on the simulator's
-# packed buffers plus the env's own (built by ``envs.server_farm.pack_env``):
+# packed buffers plus the env's own (built by ``serverfarm_gym.envs.server_farm.pack_env``):
 #
 # * ``eib`` (int64): settings and counters (``E_*`` slots) followed by small tables (``EO_*``
 #   offsets): action -> (group, level), observation histogram rows/cols, availability[J, K],
@@ -137,7 +143,7 @@ def _eta(eib, efb):
 
 @kernel_njit()
 def _observe_modes(u, eib, obs):
-    """The right-sizing block after the occupancies (``envs.observation``): per server its mode
+    """The right-sizing block after the occupancies (``serverfarm_gym.envs.observation``): per server its mode
     / 2 (0 on, 0.5 setup, 1 off), or per group the shares of its servers off and in setup."""
     gc = u[U_GC]
     if eib[E_MODE] == MODE_SERVER:

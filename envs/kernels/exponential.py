@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.dispatch import (
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
     choose_server,
@@ -17,8 +17,8 @@ from envs.kernels.dispatch import (
     pick_type,
     recompute_rates,
 )
-from envs.kernels.intrinsics import borrow
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.intrinsics import borrow
+from serverfarm_gym.envs.kernels.layout import (
     BLOCKED_LEFT,
     COST,
     CRATE,
@@ -35,7 +35,7 @@ from envs.kernels.layout import (
     T,
     set_views,
 )
-from envs.kernels.level_sets import move_between_levels, move_server
+from serverfarm_gym.envs.kernels.level_sets import move_between_levels, move_server
 
 
 # inlined (numba IR) into each caller: the env step runs it for one epoch at a time, and a call

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.dispatch import (
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
     choose_server,
@@ -18,8 +18,8 @@ from envs.kernels.dispatch import (
     recompute_rates,
     sample_size,
 )
-from envs.kernels.intrinsics import borrow
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.intrinsics import borrow
+from serverfarm_gym.envs.kernels.layout import (
     BLOCKED_LEFT,
     DEPARTURES,
     DHEAP_SIZE,
@@ -30,7 +30,7 @@ from envs.kernels.layout import (
     T,
     set_views,
 )
-from envs.kernels.level_sets import move_server
+from serverfarm_gym.envs.kernels.level_sets import move_server
 
 
 @kernel_njit()

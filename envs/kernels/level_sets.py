@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.layout import CRATE, NJOBS, NO_SERVER, PRATE, WRATE, set_views
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.layout import CRATE, NJOBS, NO_SERVER, PRATE, WRATE, set_views
 
 # Each (group, level) set is kept twice, because the two questions asked of it need different
 # structures:

@@ -7,12 +7,12 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from envs.kernels.cache import OVERLOAD_JIT, kernel_njit
-from envs.kernels.dispatch import recompute_rates
-from envs.kernels.exponential import assign_exponential, loop_exponential
-from envs.kernels.general import assign_general, loop_general
-from envs.kernels.intrinsics import borrow, generator_from_pointers
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.cache import OVERLOAD_JIT, kernel_njit
+from serverfarm_gym.envs.kernels.dispatch import recompute_rates
+from serverfarm_gym.envs.kernels.exponential import assign_exponential, loop_exponential
+from serverfarm_gym.envs.kernels.general import assign_general, loop_general
+from serverfarm_gym.envs.kernels.intrinsics import borrow, generator_from_pointers
+from serverfarm_gym.envs.kernels.layout import (
     BLOCKED_LEFT,
     H_NSET,
     H_S,
@@ -64,8 +64,8 @@ from envs.kernels.layout import (
     set_views,
     unpack,
 )
-from envs.kernels.level_sets import level_min, tree_set
-from envs.kernels.sleep import assign_sleep, loop_sleep, sleep_rates, sleep_reset
+from serverfarm_gym.envs.kernels.level_sets import level_min, tree_set
+from serverfarm_gym.envs.kernels.sleep import assign_sleep, loop_sleep, sleep_rates, sleep_reset
 
 
 @kernel_njit()
@@ -84,7 +84,7 @@ def packed_rng(ib):
 
 # Which event loop a packed simulator uses is chosen at compile time by the *type* of a ``tag``
 # argument (EXPONENTIAL_TAG, an int, GENERAL_TAG, a float, or SLEEP_TAG, a bool: right-sizing,
-# :mod:`envs.kernels.sleep`; see :func:`kind_tag`): each entry
+# :mod:`serverfarm_gym.envs.kernels.sleep`; see :func:`kind_tag`): each entry
 # point is compiled once per tag type and only with the loop it needs, so a farm with
 # exponential sizes never compiles the (larger) general kernel. A runtime ``if`` would compile
 # both for everyone.

@@ -12,7 +12,7 @@ unchanged (an off server is at level 0: available, "n = 0"). Transitions (docs/l
   alpha_k = 0; groups without ``sleep`` have alpha_k = 0 and never leave ON);
 * power: OFF p_off, SETUP p_setup, ON eps_k(n).
 
-Bookkeeping besides the base model's (fields of :mod:`envs.kernels.schema`): ``mcnt[k]``
+Bookkeeping besides the base model's (fields of :mod:`serverfarm_gym.envs.kernels.schema`): ``mcnt[k]``
 (servers in setup, listed idle, off), ``scnt[k, b]`` (servers in setup holding b jobs: the ON
 servers at level b are ``hsize[k, b] - scnt[k, b]``), and two lists per group (``mlist`` rows 0:
 servers in setup, 1: idle servers with a finite positive timeout, from the group's first server;
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.kernels.cache import kernel_njit
-from envs.kernels.dispatch import (
+from serverfarm_gym.envs.kernels.cache import kernel_njit
+from serverfarm_gym.envs.kernels.dispatch import (
     POLICY_EXTERNAL,
     POLICY_PRIORITY,
     choose_server,
@@ -41,8 +41,8 @@ from envs.kernels.dispatch import (
     pick_priority_kb,
     pick_type,
 )
-from envs.kernels.intrinsics import borrow
-from envs.kernels.layout import (
+from serverfarm_gym.envs.kernels.intrinsics import borrow
+from serverfarm_gym.envs.kernels.layout import (
     BLOCKED_LEFT,
     COST,
     CRATE,
@@ -59,7 +59,7 @@ from envs.kernels.layout import (
     T,
     set_views,
 )
-from envs.kernels.level_sets import move_between_levels
+from serverfarm_gym.envs.kernels.level_sets import move_between_levels
 
 MODE_ON, MODE_SETUP, MODE_OFF = 0, 1, 2
 Z_OFF, Z_GAMMA, Z_SETUP, Z_ALPHA = 0, 1, 2, 3  # columns of zpar
@@ -177,7 +177,7 @@ def loop_sleep(
     occ, hdata, hpos, hbase, hsize, sets, fs, isc, cnt, mode, mlist, mpos, mcnt, scnt, zpar, rng,
     policy, table, n_epochs,
 ):  # fmt: skip
-    """As :func:`envs.kernels.exponential.loop_exponential` (same arguments and return, same
+    """As :func:`serverfarm_gym.envs.kernels.exponential.loop_exponential` (same arguments and return, same
     stopping rules) for a farm with right-sizing."""
     server_group, group_count, buffers = borrow(server_group), borrow(group_count), borrow(buffers)
     jg_ptr, jg_idx, mu, pw = borrow(jg_ptr), borrow(jg_idx), borrow(mu), borrow(pw)

@@ -1,7 +1,7 @@
 """Loading a scenario from whatever names it: :func:`load_scenario` (a preset name, a YAML/JSON
 file, a dict, a geo scenario, a config) and :func:`load_geo_scenario` (geo scenarios only).
 
-This module sits above both formats (``envs.config`` for farms, ``envs.geo`` for geo scenarios,
+This module sits above both formats (``serverfarm_gym.envs.config`` for farms, ``serverfarm_gym.envs.geo`` for geo scenarios,
 which builds farms), so neither of them needs to know the other's loader or reads a file.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.geo import GeoConfig, geo_from_dict
-from envs.scenarios.files import read_scenario_file, read_shipped_scenario
-from envs.scenarios.presets import PRESETS, geo_presets, load_preset
-from envs.validation import ConfigError
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.geo import GeoConfig, geo_from_dict
+from serverfarm_gym.envs.scenarios.files import read_scenario_file, read_shipped_scenario
+from serverfarm_gym.envs.scenarios.presets import PRESETS, geo_presets, load_preset
+from serverfarm_gym.envs.validation import ConfigError
 
 __all__ = ["load_geo_scenario", "load_scenario"]
 
@@ -24,7 +24,7 @@ __all__ = ["load_geo_scenario", "load_scenario"]
 def load_scenario(spec: str | Path | Mapping[str, Any] | FarmConfig | GeoConfig) -> FarmConfig:
     """Load a scenario from a preset name, a YAML/JSON file path, a dict, or a FarmConfig.
 
-    Geo scenarios (``envs.geo``: presets such as ``"geo-us-eu"``, files or dicts with ``clusters``,
+    Geo scenarios (``serverfarm_gym.envs.geo``: presets such as ``"geo-us-eu"``, files or dicts with ``clusters``,
     a ``GeoConfig``) are accepted too and turned into their farm by ``GeoConfig.to_farm()``; the
     farm's ``geo`` field keeps the geo config for geo-aware policies. A file's errors start with
     its path (``ConfigError``; unreadable or malformed files also name the line).

@@ -1,11 +1,11 @@
 """The named scenarios shipped with the project: the farm presets (:data:`PRESETS`) and the geo
-presets (``geo-*.yaml``), files of the ``scenarios/`` folder read by :mod:`envs.scenarios.files`."""
+presets (``geo-*.yaml``), files of the ``scenarios/`` folder read by :mod:`serverfarm_gym.envs.scenarios.files`."""
 
 from __future__ import annotations
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios.files import read_shipped_scenario, shipped_scenarios
-from envs.validation import ConfigError
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios.files import read_shipped_scenario, shipped_scenarios
+from serverfarm_gym.envs.validation import ConfigError
 
 __all__ = ["PRESETS", "geo_presets", "load_preset"]
 

@@ -1,5 +1,5 @@
 """A seeded random-farm generator in the style of the paper's numerical section (the wide farm
-distribution the generalist trains on is :mod:`envs.farm_sampler`)."""
+distribution the generalist trains on is :mod:`serverfarm_gym.envs.farm_sampler`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.validation import ConfigError
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.validation import ConfigError
 
 __all__ = ["random_farm"]
 

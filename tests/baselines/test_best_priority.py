@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.best_priority import (
+from serverfarm_gym.baselines.best_priority import (
     BestPriorityPolicy,
     SearchSettings,
     _window,
@@ -17,13 +17,13 @@ from baselines.best_priority import (
     search_best_table,
     table_evaluator,
 )
-from baselines.pas import pas_table
-from baselines.registry import check_policy_name, make_policy
-from baselines.solvers.ctmc import evaluate_policy
-from baselines.whittle import initial_eta, whittle_table
-from envs.config import farm_from_dict
-from envs.scenarios import load_preset
-from envs.simulator import FarmSimulator
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.registry import check_policy_name, make_policy
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
+from serverfarm_gym.baselines.whittle import initial_eta, whittle_table
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_preset
+from serverfarm_gym.envs.simulator import FarmSimulator
 from tests.helpers.env import reference_priority, server_obs, valid_server_mask
 from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm
 from tests.helpers.farms import random_dyadic_farm, random_occupancy
@@ -145,7 +145,7 @@ def test_search_is_deterministic_and_cached():
     s = SearchSettings(**FAST)
     r = search_best_table(cfg, s)
     assert search_best_table(cfg, SearchSettings(**FAST)) is r  # equal settings: cache hit
-    from baselines import best_priority
+    from serverfarm_gym.baselines import best_priority
 
     again = best_priority._search(cfg, s)  # uncached: the same table
     np.testing.assert_array_equal(again.table, r.table)
@@ -298,7 +298,7 @@ def test_per_type_stage_beats_the_shared_table_where_types_disagree():
     type gains 0.5% over the best shared table. The policy's own predict(), run as a per-server
     rule on the exact CTMC, has exactly the value the search measured, and no policy beats the
     exact optimum."""
-    from baselines.solvers.optimum import solve
+    from serverfarm_gym.baselines.solvers.optimum import solve
 
     cfg = random_small_farm(292, max_count=2, max_buffer=2)
     pol = BestPriorityPolicy(cfg, per_type=True, reserve_levels=False)

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from baselines.pas import PASHeapDispatcher, PASPolicy, PriceAwarePASPolicy
-from baselines.priority import PriorityPolicy
-from envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.baselines.pas import PASHeapDispatcher, PASPolicy, PriceAwarePASPolicy
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
 from tests.helpers.env import server_obs, valid_server_mask
 from tests.helpers.farms import random_dyadic_farm
 

@@ -10,19 +10,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.pas import PASPolicy, PriceAwarePASPolicy
-from baselines.pdr_pas import PDRPASPolicy
-from baselines.registry import make_policy
-from baselines.solvers.pdr import routing_probabilities, solve_interval
-from envs.config import FarmConfig
-from envs.observation import (
+from serverfarm_gym.baselines.pas import PASPolicy, PriceAwarePASPolicy
+from serverfarm_gym.baselines.pdr_pas import PDRPASPolicy
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.solvers.pdr import routing_probabilities, solve_interval
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import (
     counts_from_occupancy,
     hist_offsets,
     n_interval_features,
     obs_size,
 )
-from envs.scenarios import load_scenario
-from evaluation.rollout import rollout
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.rollout import rollout
 from tests.helpers.env import valid_group_mask, valid_server_mask
 
 Z = 5.0  # sigmas

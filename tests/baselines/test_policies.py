@@ -7,12 +7,12 @@ import importlib.util
 import numpy as np
 import pytest
 
-from baselines.heuristics import RandomPolicy
-from baselines.pas import PASPolicy, PriceAwarePASPolicy, pas_table
-from baselines.priority import PriorityPolicy
-from baselines.registry import POLICIES, make_policy
-from envs.config import FarmConfig, farm_from_dict
-from envs.observation import (
+from serverfarm_gym.baselines.heuristics import RandomPolicy
+from serverfarm_gym.baselines.pas import PASPolicy, PriceAwarePASPolicy, pas_table
+from serverfarm_gym.baselines.priority import PriorityPolicy
+from serverfarm_gym.baselines.registry import POLICIES, make_policy
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.observation import (
     decode_group_action,
     n_actions,
 )
@@ -49,7 +49,7 @@ def reference_group_choice(table: np.ndarray, config: FarmConfig, mask: np.ndarr
 NAMES = [
     n
     for n in POLICIES
-    if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-checked", "generalist-raw")
+    if n not in ("optimal", "pdr-pas", "ppo", "generalist", "generalist-checked")
     and not n.startswith("slo-")
 ]
 
@@ -412,12 +412,13 @@ def test_priority_table_validation() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("envs.simulator") is None, reason="needs envs.simulator"
+    importlib.util.find_spec("serverfarm_gym.envs.simulator") is None,
+    reason="needs serverfarm_gym.envs.simulator",
 )
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])
 def test_server_mode_equals_simulator_builtin(name: str) -> None:
     """Stepping the simulator with predict() reproduces its built-in priority run epoch by epoch."""
-    from envs.simulator import FarmSimulator
+    from serverfarm_gym.envs.simulator import FarmSimulator
 
     rng = np.random.default_rng(20)
     for _ in range(3):

@@ -1,4 +1,4 @@
-"""Static baselines for right-sizing (baselines.sleep_search) and the sleep presets."""
+"""Static baselines for right-sizing (serverfarm_gym.baselines.sleep_search) and the sleep presets."""
 
 from __future__ import annotations
 
@@ -7,11 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.sleep_search import best_static_order, heuristic_orders, priority_of
-from baselines.solvers.sleep_chain import SleepSpace, evaluate_pas, evaluate_table, solve_optimum
-from envs.config import farm_from_dict
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym.baselines.sleep_search import best_static_order, heuristic_orders, priority_of
+from serverfarm_gym.baselines.solvers.sleep_chain import (
+    SleepSpace,
+    evaluate_pas,
+    evaluate_table,
+    solve_optimum,
+)
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 from tests.helpers.sleep import SLEEP, sleep_farm_dict
 
 ROOT = Path(__file__).resolve().parents[2]

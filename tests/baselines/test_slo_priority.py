@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from baselines.registry import make_policy
-from baselines.slo_priority import (
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.slo_priority import (
     _Simulated,
     best_order_mix,
     best_static_order,
@@ -15,9 +15,13 @@ from baselines.slo_priority import (
     order_evaluator,
     order_points,
 )
-from baselines.solvers.optimum import solve_lp
-from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
-from envs.config import farm_from_dict
+from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.slo_optimum import (
+    SLOInfeasibleError,
+    min_response_time,
+    solve_slo,
+)
+from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.exact import reference_farm
 
 # the unconstrained optimum of tiny (shared reference data); a static order attains it
@@ -105,8 +109,8 @@ def test_simulated_mix_matches_the_exact_mix(tiny):
 def test_swap_search_improves_a_farm_too_large_to_enumerate():
     """pas-gap has 10 usable (group, level) pairs (10! orders): the swap passes find a better
     order meeting the SLO than the enumerated families (measured: 0.539 -> 0.632)."""
-    from baselines.slo_priority import swap_search
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.baselines.slo_priority import swap_search
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     cfg = load_scenario("pas-gap")
     measure, _ = order_evaluator(cfg)
@@ -131,9 +135,9 @@ def test_simulated_mix_at_its_ends_is_the_pure_order(tiny):
 def test_simulated_search_keeps_the_searched_table_when_it_meets_the_slo():
     """On a farm measured by simulation the best order meeting a loose SLO is at least as
     efficient as best-priority's table, measured on the same sample path (it is a candidate)."""
-    from baselines.best_priority import BestPriorityPolicy
-    from baselines.slo_priority import slo_baselines
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
+    from serverfarm_gym.baselines.slo_priority import slo_baselines
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     cfg = load_scenario("tiny").scaled(8)
     measure, method = order_evaluator(cfg)

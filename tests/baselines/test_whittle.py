@@ -7,8 +7,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from baselines.pas import PASPolicy, pas_table
-from baselines.whittle import (
+from serverfarm_gym.baselines.pas import PASPolicy, pas_table
+from serverfarm_gym.baselines.whittle import (
     WhittlePolicy,
     indexability,
     induced_ordering,
@@ -17,7 +17,7 @@ from baselines.whittle import (
     simulated_efficiency,
     whittle_table,
 )
-from envs.config import farm_from_dict
+from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.env import group_obs, server_obs, valid_group_mask, valid_server_mask
 from tests.helpers.farms import random_dyadic_farm, random_occupancy
 
@@ -253,7 +253,8 @@ def test_fixed_point_iteration_with_stub_evaluator() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("envs.simulator") is None, reason="needs envs.simulator"
+    importlib.util.find_spec("serverfarm_gym.envs.simulator") is None,
+    reason="needs serverfarm_gym.envs.simulator",
 )
 def test_fixed_point_with_simulator_matches_pas_on_on_off_farm() -> None:
     """Identical decisions + the same seed -> bit-identical simulated efficiency."""
@@ -264,11 +265,11 @@ def test_fixed_point_with_simulator_matches_pas_on_on_off_farm() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("baselines.solvers.ctmc") is None,
-    reason="needs baselines.solvers.ctmc",
+    importlib.util.find_spec("serverfarm_gym.baselines.solvers.ctmc") is None,
+    reason="needs serverfarm_gym.baselines.solvers.ctmc",
 )
 def test_exact_ctmc_whittle_equals_pas_reference_and_beats_pas_when_state_dependent() -> None:
-    from baselines.solvers.ctmc import evaluate_policy
+    from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
 
     # reference-farms.yaml "tiny": exact PAS efficiency from an independent solver
     tiny = farm_from_dict(

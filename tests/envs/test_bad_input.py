@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from envs.config import farm_from_dict
-from envs.geo import geo_from_dict
-from envs.scenarios import load_preset
-from envs.server_farm import ServerFarmEnv
-from envs.validation import (
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.geo import geo_from_dict
+from serverfarm_gym.envs.scenarios import load_preset
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.validation import (
     MAX_BUFFER,
     MAX_EPOCHS_PER_DURATION,
     MAX_LEVELS,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict
-from envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
+from serverfarm_gym.envs.config import ConfigError, FarmConfig, JobSizeConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import PRESETS, load_preset, load_scenario, random_farm
 from tests.helpers.farms import random_scenario_dict
 
 
@@ -516,7 +516,7 @@ def test_a_yaml_alias_bomb_in_any_field_is_refused_without_expanding_it(field, m
 
 
 def test_a_yaml_alias_bomb_in_a_geo_scenario_is_refused(tmp_path):
-    from envs.scenarios import geo_presets, load_geo_scenario
+    from serverfarm_gym.envs.scenarios import geo_presets, load_geo_scenario
 
     d = load_geo_scenario(geo_presets()[0]).to_dict()
     for where, target in (("geo.description", d), ("clusters[0].name", d["clusters"][0])):
@@ -541,7 +541,7 @@ def test_names_and_descriptions_must_be_strings(field, value, shown):
 
 
 def test_names_and_descriptions_have_a_bounded_length():
-    from envs.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
+    from serverfarm_gym.envs.validation import MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH
 
     ok = base() | {"name": "n" * MAX_NAME_LENGTH, "description": "d" * MAX_DESCRIPTION_LENGTH}
     assert farm_from_dict(ok).name == "n" * MAX_NAME_LENGTH
@@ -589,7 +589,7 @@ def test_huge_integers_in_a_file_name_the_field(field, match, digits, tmp_path):
 
 
 def test_a_schedule_has_a_bounded_number_of_intervals():
-    from envs.validation import MAX_INTERVALS, MAX_SCHEDULE_ENTRIES
+    from serverfarm_gym.envs.validation import MAX_INTERVALS, MAX_SCHEDULE_ENTRIES
 
     d = base()
     d["job_types"][0]["arrival_rate"] = [1.0] * (MAX_INTERVALS + 1)

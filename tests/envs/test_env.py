@@ -15,15 +15,15 @@ import pytest
 import yaml
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
-import envs
-from envs.config import ConfigError, FarmConfig, farm_from_dict
-from envs.observation import (
+from serverfarm_gym import envs
+from serverfarm_gym.envs.config import ConfigError, FarmConfig, farm_from_dict
+from serverfarm_gym.envs.observation import (
     decode_group_obs,
     decode_server_obs,
     level_offsets,
 )
-from envs.scenarios import PRESETS, load_preset, random_farm
-from envs.server_farm import InvalidActionWarning, ServerFarmEnv
+from serverfarm_gym.envs.scenarios import PRESETS, load_preset, random_farm
+from serverfarm_gym.envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from tests.helpers.env import (
     CHECKER_OPTIONS,
     ENV_IDS,

@@ -15,9 +15,9 @@ pytest.importorskip("stable_baselines3")
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-from envs.config import FarmConfig
-from envs.scenarios import PRESETS
-from envs.server_farm import InvalidActionWarning
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import PRESETS
+from serverfarm_gym.envs.server_farm import InvalidActionWarning
 from tests.helpers.env import CHECKER_OPTIONS, ENV_IDS, make_env
 from tests.helpers.farms import random_env_configs
 

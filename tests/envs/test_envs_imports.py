@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import envs
+from serverfarm_gym import envs
 
 ROOT = Path(envs.__file__).resolve().parent
 
@@ -16,7 +16,7 @@ def _modules() -> dict[str, ast.Module]:
     """Dotted name -> syntax tree of every module of the package (subpackages included)."""
     out = {}
     for p in sorted(ROOT.rglob("*.py")):
-        parts = ["envs", *p.relative_to(ROOT).with_suffix("").parts]
+        parts = ["serverfarm_gym", "envs", *p.relative_to(ROOT).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = ast.parse(p.read_text(), str(p))
@@ -25,7 +25,7 @@ def _modules() -> dict[str, ast.Module]:
 
 def _imports(tree: ast.Module, known: dict[str, ast.Module]) -> list[tuple[str, list[str]]]:
     """(module, imported names) for every import statement, at any depth; ``from envs import
-    kernels`` counts as an import of the module ``envs.kernels``."""
+    kernels`` counts as an import of the module ``serverfarm_gym.envs.kernels``."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -77,7 +77,7 @@ def test_no_private_name_imported_across_modules() -> None:
 def test_files_is_the_only_yaml_json_reader() -> None:
     mods = _modules()
     for name, tree in mods.items():
-        if name == "envs.files":
+        if name == "serverfarm_gym.envs.files":
             continue
         readers = {m for m, _ in _imports(tree, mods)} & {"yaml", "json"}
-        assert not readers, f"{name} imports {readers}: read files with envs.files"
+        assert not readers, f"{name} imports {readers}: read files with serverfarm_gym.envs.files"

@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from envs.config import ConfigError
-from envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
+from serverfarm_gym.envs.config import ConfigError
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, sample_farm
 
 SEEDS = range(300)
 

@@ -1,4 +1,4 @@
-"""envs.files, the one reader of users' YAML/JSON files, and the scenario loaders built on it:
+"""serverfarm_gym.envs.files, the one reader of users' YAML/JSON files, and the scenario loaders built on it:
 every unreadable file is refused with ``"<file>: line N: what is wrong"``."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from envs.files import (
+from serverfarm_gym.envs.files import (
     MAX_NESTING,
     FileFormatError,
     load_mapping_file,
     parse_mapping_text,
     read_regular_file,
 )
-from envs.scenarios import load_geo_scenario, load_scenario
-from envs.scenarios.files import ScenarioFileError
-from envs.validation import ConfigError
+from serverfarm_gym.envs.scenarios import load_geo_scenario, load_scenario
+from serverfarm_gym.envs.scenarios.files import ScenarioFileError
+from serverfarm_gym.envs.validation import ConfigError
 
 TINY_YAML = """\
 name: t

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from envs.config import ConfigError
-from envs.geo import GeoConfig, diurnal_profile, geo_from_dict
-from envs.scenarios import geo_presets, load_geo_scenario
+from serverfarm_gym.envs.config import ConfigError
+from serverfarm_gym.envs.geo import GeoConfig, diurnal_profile, geo_from_dict
+from serverfarm_gym.envs.scenarios import geo_presets, load_geo_scenario
 
 
 def small_geo() -> dict:

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.config import farm_from_dict
-from envs.server_farm import ServerFarmEnv
-from envs.simulator import FarmSimulator
-from envs.validation import VALUE_MIN
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.validation import VALUE_MIN
 from tests.helpers.env import expected_mask, expected_obs, masked_choice, reference_priority
 from tests.helpers.farms import SAFE_INTERVALS
 from tests.helpers.invariants import check_sim_invariants, expected_server_mask

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.farm_sampler import HELD_OUT_SEEDS
-from envs.random_farm_env import RandomFarmTokenEnv
-from envs.rllib import RLlibRandomFarmEnv
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS
+from serverfarm_gym.envs.random_farm_env import RandomFarmTokenEnv
+from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
 
 SMALL = {"n_servers": [2, 50]}
 

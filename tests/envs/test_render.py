@@ -1,4 +1,4 @@
-"""Rendering: the ``rgb_array`` and ``human`` modes (envs.render) and their hooks in the env."""
+"""Rendering: the ``rgb_array`` and ``human`` modes (serverfarm_gym.envs.render) and their hooks in the env."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
-from envs.config import farm_from_dict
-from envs.render import FRAME_SIZE, FarmRenderer, pas_reference
-from envs.server_farm import InvalidActionWarning, ServerFarmEnv
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.render import FRAME_SIZE, FarmRenderer, pas_reference
+from serverfarm_gym.envs.server_farm import InvalidActionWarning, ServerFarmEnv
 from tests.helpers.env import ENV_IDS, make_env, masked_choice
 
 MODES = list(ENV_IDS)

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy import linalg, stats
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.kernels import layout
-from envs.server_farm import ServerFarmEnv
-from envs.simulator import FarmSimulator
-from envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.kernels import layout
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.simulator import FarmSimulator
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
 REPLICATIONS = 12
 T_QUANTILE = float(stats.t.ppf(0.9995, REPLICATIONS - 1))  # two-sided 99.9%

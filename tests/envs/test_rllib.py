@@ -1,4 +1,4 @@
-"""RLlib support (envs.rllib): the Dict-observation wrapper, and RLlib's PPO with its example
+"""RLlib support (serverfarm_gym.envs.rllib): the Dict-observation wrapper, and RLlib's PPO with its example
 action-masking RLModule training for two iterations (skipped when RLlib is not installed)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from envs.rllib import ActionMaskObservation, RLlibServerFarmEnv, make_rllib_env
+from serverfarm_gym.envs.rllib import ActionMaskObservation, RLlibServerFarmEnv, make_rllib_env
 
 
 @pytest.mark.parametrize("env_id", ["ServerFarm-v0", "ServerFarmGroup-v0"])
@@ -42,7 +42,7 @@ def test_rllib_ppo_with_action_masking_module_trains() -> None:
     import ray
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from envs.rllib import action_masking_module_spec
+    from serverfarm_gym.envs.rllib import action_masking_module_spec
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

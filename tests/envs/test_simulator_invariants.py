@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios import PRESETS, load_preset, random_farm
-from envs.simulator import FarmSimulator, SimStats
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import PRESETS, load_preset, random_farm
+from serverfarm_gym.envs.simulator import FarmSimulator, SimStats
 from tests.helpers.env import masked_choice, reference_priority
 from tests.helpers.farms import pas_table, random_scenario_dict
 from tests.helpers.invariants import check_sim_invariants
@@ -96,7 +96,7 @@ def test_large_farm_invariants() -> None:
 
 
 def test_level_sets_refuse_groups_beyond_the_tree_depth() -> None:
-    from envs.simulator import _level_sets
+    from serverfarm_gym.envs.simulator import _level_sets
 
     with pytest.raises(ValueError, match=r"groups\[1\]\.count: at most 16,777,216"):
         _level_sets(np.array([10, 64**4 + 1]), np.array([2, 2]), 3)
@@ -151,7 +151,7 @@ def test_builtin_random_is_uniform_over_the_mask() -> None:
     non-full server (chi-square per job type). Service is so slow (rate 1e-9) that no departure
     happens within the test, so the state before the dispatch is known exactly."""
     tiny = load_preset("tiny")
-    # below the validated range (envs.validation.VALUE_MIN) on purpose, hence built directly
+    # below the validated range (serverfarm_gym.envs.validation.VALUE_MIN) on purpose, hence built directly
     slow = tuple(replace(g, service_rate=(1e-9,) * g.buffer) for g in tiny.groups)
     c = replace(tiny, groups=slow)
     sim = FarmSimulator(c, seed=0)
@@ -319,8 +319,8 @@ def test_simstats_arithmetic() -> None:
 # ---------------------------------------------------------------------------------------------
 _HANG_SCRIPT = textwrap.dedent(
     """
-    from envs.config import farm_from_dict
-    from envs.simulator import FarmSimulator
+    from serverfarm_gym.envs.config import farm_from_dict
+    from serverfarm_gym.envs.simulator import FarmSimulator
 
     def farm(L):
         return farm_from_dict({

@@ -22,9 +22,9 @@ import pytest
 from numba import njit
 from scipy import stats as sps
 
-from envs.config import FarmConfig, JobSizeConfig, farm_from_dict
-from envs.kernels.dispatch import sample_size
-from envs.scenarios import load_preset, random_farm
+from serverfarm_gym.envs.config import FarmConfig, JobSizeConfig, farm_from_dict
+from serverfarm_gym.envs.kernels.dispatch import sample_size
+from serverfarm_gym.envs.scenarios import load_preset, random_farm
 from tests.helpers.stats import (
     ALPHA,
     Batches,
@@ -255,7 +255,7 @@ def test_erlang_loss_insensitive(policy: str, size: dict) -> None:
 def test_pas_multiserver_is_sensitive() -> None:
     """One group of 3 servers, B = 3, PAS (first-fit): exponential sizes match the exact chain
     in both kernels, deterministic sizes block measurably more (no insensitivity here)."""
-    ctmc = pytest.importorskip("baselines.solvers.ctmc")
+    ctmc = pytest.importorskip("serverfarm_gym.baselines.solvers.ctmc")
     d = {
         "groups": [
             {
@@ -325,9 +325,10 @@ CTMC_FARMS = ["tiny", "small-1", "small-2", "small-3", "speed-scaling", 1, 5, 16
 @pytest.mark.parametrize("policy", ["pas", "random"])
 @pytest.mark.parametrize("farm", CTMC_FARMS, ids=str)
 def test_efficiency_and_blocking_match_ctmc(farm: str | int, policy: str) -> None:
-    """PAS and random dispatch against the exact per-server chain (baselines.solvers.ctmc)."""
+    """PAS and random dispatch against the exact per-server chain (serverfarm_gym.baselines.solvers.ctmc)."""
     ctmc = pytest.importorskip(
-        "baselines.solvers.ctmc", reason="baselines/solvers/ctmc.py not available yet"
+        "serverfarm_gym.baselines.solvers.ctmc",
+        reason="baselines/solvers/ctmc.py not available yet",
     )
     c = load_preset(farm) if isinstance(farm, str) else random_farm(farm)
     exact = ctmc.evaluate_policy(c, policy)
@@ -549,7 +550,8 @@ SLOW_CTMC_FARMS = [
 @pytest.mark.parametrize("seed", SLOW_CTMC_FARMS)
 def test_random_farms_match_ctmc_long(seed: int, policy: str) -> None:
     ctmc = pytest.importorskip(
-        "baselines.solvers.ctmc", reason="baselines/solvers/ctmc.py not available yet"
+        "serverfarm_gym.baselines.solvers.ctmc",
+        reason="baselines/solvers/ctmc.py not available yet",
     )
     c = random_farm(seed)
     exact = ctmc.evaluate_policy(c, policy)

@@ -14,12 +14,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from scipy import stats
 
-from envs.config import ConfigError, FarmConfig, farm_from_dict
-from envs.kernels import layout
-from envs.kernels.sleep import sleep_rates
-from envs.observation import obs_size
-from envs.server_farm import ServerFarmEnv
-from envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP, FarmSimulator, _sleep_table
+from serverfarm_gym.envs.config import ConfigError, FarmConfig, farm_from_dict
+from serverfarm_gym.envs.kernels import layout
+from serverfarm_gym.envs.kernels.sleep import sleep_rates
+from serverfarm_gym.envs.observation import obs_size
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP, FarmSimulator, _sleep_table
 from tests.helpers.sleep import SLEEP, exact_priority_chain, sleep_farm_dict
 
 REPLICATIONS = 12
@@ -204,7 +204,7 @@ def test_env_without_sleep_keeps_its_spaces() -> None:
 
 def test_vector_env_with_sleep_matches_single_envs() -> None:
     """The vector env's compiled batch runs the right-sizing loop as the single env does."""
-    from envs.vector import ServerFarmVectorEnv
+    from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
     c = farm_from_dict(sleep_farm_dict(SLEEP, {**SLEEP, "idle_timeout_rate": "inf"}))
     venv = ServerFarmVectorEnv(num_envs=2, scenario=c, action_mode="group", max_episode_steps=0)

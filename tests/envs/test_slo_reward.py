@@ -1,15 +1,15 @@
-"""The SLO's Lagrangian reward (ServerFarmEnv's Rewards section, envs.slo)."""
+"""The SLO's Lagrangian reward (ServerFarmEnv's Rewards section, serverfarm_gym.envs.slo)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from envs.config import farm_from_dict
-from envs.scenarios import load_scenario
-from envs.server_farm import ServerFarmEnv
-from envs.slo import default_multiplier, update_multiplier
-from envs.vector import ServerFarmVectorEnv
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.slo import default_multiplier, update_multiplier
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
 D = 0.9
 TINY_SLO = farm_from_dict({**load_scenario("tiny").to_dict(), "slo": {"mean_response_time": D}})

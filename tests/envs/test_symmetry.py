@@ -1,4 +1,4 @@
-"""envs.symmetry.GroupView: the group view of server-mode decisions is the group-mode env's, state
+"""serverfarm_gym.envs.symmetry.GroupView: the group view of server-mode decisions is the group-mode env's, state
 for state (observations bit for bit, masks) and step for step (a group policy acting on servers
 through the view follows the group-mode env's trajectory exactly)."""
 
@@ -8,11 +8,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the env ids)
-from baselines.registry import make_policy
-from envs.observation import decode_group_action, encode_occupancy
-from envs.scenarios import load_scenario
-from envs.symmetry import GroupView
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.observation import decode_group_action, encode_occupancy
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.symmetry import GroupView
 from tests.helpers.farms import random_env_configs, random_occupancy
 
 FARMS = ["tiny", "pas-gap", "speed-scaling", "paper-100"]

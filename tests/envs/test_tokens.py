@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.registry import make_policy
-from envs.config import farm_from_dict
-from envs.observation import decode_group_obs
-from envs.scenarios import load_preset, random_farm
-from envs.server_farm import ServerFarmEnv
-from envs.tokens import JOB_FEATURES, TokenEncoding
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.observation import decode_group_obs
+from serverfarm_gym.envs.scenarios import load_preset, random_farm
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.tokens import JOB_FEATURES, TokenEncoding
 
 FARMS = ["tiny", "small-1", "pas-gap", "speed-scaling", "paper-100"]
 
@@ -159,7 +159,7 @@ def test_reordering_groups_reorders_the_tokens() -> None:
 
 
 def test_prices_and_rates_follow_the_schedule() -> None:
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     config = load_scenario("geo-us-eu")
     assert config.is_time_varying

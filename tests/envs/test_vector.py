@@ -1,4 +1,4 @@
-"""The native vector env (envs.vector): same trajectories as the single env, Gymnasium's next-step
+"""The native vector env (serverfarm_gym.envs.vector): same trajectories as the single env, Gymnasium's next-step
 autoreset, masks, the SB3 adapter (sb3-contrib's mask protocol, a short MaskablePPO run)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-import envs  # noqa: F401  (registers the env ids)
-from envs.config import farm_from_dict
-from envs.scenarios import load_scenario
-from envs.server_farm import InvalidActionWarning, ServerFarmEnv
-from envs.vector import ServerFarmVectorEnv
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import InvalidActionWarning, ServerFarmEnv
+from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
 SCALARS = ("work", "energy", "time", "throughput", "power", "efficiency", "blocking", "eta")
 
@@ -95,7 +95,7 @@ def test_make_vec_default_mode_and_spaces() -> None:
     assert obs.shape == (4, *venv.single_observation_space.shape)
     assert obs in venv.observation_space
     masks = venv.unwrapped.action_masks()
-    assert masks.shape == (4, venv.single_action_space.n) and masks.dtype == bool
+    assert masks.shape == (4, venv.single_action_space.n) and masks.dtype == np.int8
     np.testing.assert_array_equal(masks, infos["action_mask"])
     assert infos["action_mask"].dtype == np.int8  # the single env's masks, stacked
     assert len(venv.unwrapped.call("action_masks")) == 4
@@ -156,7 +156,7 @@ def test_invalid_actions_raise_or_fall_back() -> None:
 def test_sb3_adapter_protocol() -> None:
     from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
-    from envs.vector import SB3VecEnvAdapter
+    from serverfarm_gym.envs.vector import SB3VecEnvAdapter
 
     venv = SB3VecEnvAdapter(num_envs=3, scenario="tiny", max_episode_steps=5)
     assert is_masking_supported(venv)
@@ -191,7 +191,7 @@ def test_sb3_adapter_protocol() -> None:
 def test_maskable_ppo_trains_on_the_adapter() -> None:
     from sb3_contrib import MaskablePPO
 
-    from envs.vector import make_sb3_vec_env
+    from serverfarm_gym.envs.vector import make_sb3_vec_env
 
     venv = make_sb3_vec_env(4, "tiny", max_episode_steps=50)
     model = MaskablePPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0,
@@ -211,7 +211,7 @@ def test_parallel_kernel_runs_threads_from_the_disk_cache() -> None:
 
     code = (
         "import numba, numpy as np\n"
-        "from envs.vector import ServerFarmVectorEnv\n"
+        "from serverfarm_gym.envs.vector import ServerFarmVectorEnv\n"
         "for par in (False, True):\n"
         "    v = ServerFarmVectorEnv(4, 'tiny', parallel=par)\n"
         "    v.reset(seed=0)\n"
@@ -228,9 +228,9 @@ def test_incremental_rates_stay_exact_and_are_resummed(scenario: str) -> None:
     """Steps keep the rates W, P, C incrementally (no O(S) work per step); they stay equal to a
     re-sum over all servers up to rounding (and are re-summed every ``max(RESUM_STEPS, S)``
     steps, across which this runs)."""
-    from envs import kernels as kn
-    from envs.kernels import layout
-    from envs.kernels.env_step import RESUM_STEPS
+    from serverfarm_gym.envs import kernels as kn
+    from serverfarm_gym.envs.kernels import layout
+    from serverfarm_gym.envs.kernels.env_step import RESUM_STEPS
 
     env = gym.make("ServerFarm-v0", scenario=scenario, max_episode_steps=None).unwrapped
     env.reset(seed=0)
@@ -403,9 +403,9 @@ def test_reset_mask_options_and_autoreset_mode_are_checked_by_name() -> None:
 
 def test_make_vec_takes_wrappers_and_vector_kwargs() -> None:
     """Gymnasium's make_vec refuses wrappers / vector_kwargs in its default (native) mode;
-    envs.vector.make_vec routes them: native for what it understands, sync otherwise."""
-    from envs.vector import make_vec
-    from envs.wrappers import MaskInObservation
+    serverfarm_gym.envs.vector.make_vec routes them: native for what it understands, sync otherwise."""
+    from serverfarm_gym.envs.vector import make_vec
+    from serverfarm_gym.envs.wrappers import MaskInObservation
 
     v = make_vec("ServerFarm-v0", 2, vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     assert (
@@ -422,7 +422,7 @@ def test_make_vec_takes_wrappers_and_vector_kwargs() -> None:
 
 
 def test_huge_num_envs_and_bad_actions_are_refused_up_front() -> None:
-    from envs.vector import bytes_per_env, max_num_envs
+    from serverfarm_gym.envs.vector import bytes_per_env, max_num_envs
 
     limit = max_num_envs(ServerFarmEnv("paper-100"))
     assert 1 < limit < 2**40 and bytes_per_env(ServerFarmEnv("paper-100")) > 1000
@@ -504,3 +504,19 @@ def test_job_area_is_the_lagrangian_term_and_survives_a_same_step_reset() -> Non
         )
         np.testing.assert_array_equal(same.job_area, plain.job_area)
     assert trunc.all() and (same.job_area > 0).all()
+
+
+def test_vector_masks_are_the_single_envs_dtype() -> None:
+    # one mask dtype everywhere: Gymnasium's Discrete.sample(mask=) requires int8
+    v = ServerFarmVectorEnv(3, "tiny", max_episode_steps=None)
+    v.reset(seed=0)
+    single = gym.make("serverfarm_gym:ServerFarm-v0", scenario="tiny")
+    _, info = single.reset(seed=0)
+    masks = v.action_masks()
+    assert masks.dtype == np.int8 == single.unwrapped.action_masks().dtype
+    assert masks.dtype == info["action_mask"].dtype
+    assert masks.shape == (3, single.action_space.n)
+    assert set(np.unique(masks)) <= {0, 1}
+    for i in range(3):
+        a = v.single_action_space.sample(mask=masks[i])
+        assert masks[i, a] == 1

@@ -1,4 +1,4 @@
-"""envs.wrappers.MaskInObservation (the mask inside the observation, per library preset), the
+"""serverfarm_gym.envs.wrappers.MaskInObservation (the mask inside the observation, per library preset), the
 serverfarm_gym namespace (registration in a fresh process) and sb3-contrib's ActionMasker
 through Gymnasium's wrappers."""
 
@@ -17,8 +17,8 @@ from gymnasium.utils.env_checker import check_env
 
 import serverfarm_gym
 import serverfarm_gym.cli
-from envs.server_farm import InvalidActionWarning
-from envs.wrappers import PRESETS, MaskInObservation
+from serverfarm_gym.envs.server_farm import InvalidActionWarning
+from serverfarm_gym.envs.wrappers import PRESETS, MaskInObservation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,10 @@ def test_namespaced_ids_register_in_a_fresh_process(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["ServerFarmVectorEnv", "envs.server_farm:ServerFarmEnv"]
+    assert out.stdout.split() == [
+        "ServerFarmVectorEnv",
+        "serverfarm_gym.envs.server_farm:ServerFarmEnv",
+    ]
 
 
 def test_register_envs_accepts_the_package_and_console_scripts_run() -> None:

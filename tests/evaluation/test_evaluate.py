@@ -17,8 +17,8 @@ from scipy import stats as sps
 
 import evaluate as evaluate_cli
 import sweep as sweep_cli
-from envs.scenarios import load_scenario
-from evaluation import (
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation import (
     atomic_open,
     atomic_write,
     evaluate,
@@ -33,7 +33,7 @@ from evaluation import (
     summarize,
     sweep,
 )
-from evaluation.rollout import policy_route, resolve_policy
+from serverfarm_gym.evaluation.rollout import policy_route, resolve_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -370,7 +370,7 @@ def test_sweep_over_farm_sizes(tmp_path):
     ],
 )
 def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, match, monkeypatch):
-    import evaluation.harness as harness
+    import serverfarm_gym.evaluation.harness as harness
 
     # neither the scenario nor a seed is built: a billion replications built every seed first
     monkeypatch.setattr(harness, "load_scenario", lambda *a: pytest.fail("scenario built"))
@@ -390,7 +390,7 @@ def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, matc
     ],
 )
 def test_sweep_refuses_empty_lists_and_oversized_sweeps_before_planning(kwargs, match, monkeypatch):
-    import evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.sweeps as sweeps
 
     monkeypatch.setattr(sweeps, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
     with pytest.raises(ValueError, match=match):
@@ -410,7 +410,7 @@ class _CheckedPAS:
     check_cpu_seconds = 1.25
 
     def __init__(self, config):
-        from baselines.registry import make_policy
+        from serverfarm_gym.baselines.registry import make_policy
 
         self._pas = make_policy("pas", config)
         self.action_mode = "server"
@@ -421,8 +421,8 @@ class _CheckedPAS:
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_a_policy_that_checks_itself_on_the_farm_shows_the_cost(exact):
-    from evaluation import evaluate_exact
-    from evaluation.report import format_table
+    from serverfarm_gym.evaluation import evaluate_exact
+    from serverfarm_gym.evaluation.report import format_table
 
     config = load_scenario("tiny")
     if exact:

@@ -1,4 +1,4 @@
-"""Exact evaluation of any policy (evaluation.exact) and ``evaluate.py --exact``."""
+"""Exact evaluation of any policy (serverfarm_gym.evaluation.exact) and ``evaluate.py --exact``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 import evaluate
-from baselines.registry import make_policy
-from baselines.solvers.ctmc import n_full_states
-from envs import ServerFarmEnv, load_scenario
-from envs.observation import encode_occupancy
-from evaluation.exact import (
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.solvers.ctmc import n_full_states
+from serverfarm_gym.envs import ServerFarmEnv, load_scenario
+from serverfarm_gym.envs.observation import encode_occupancy
+from serverfarm_gym.evaluation.exact import (
     exact_evaluation,
     exact_table_solvable,
     exact_unsupported_reason,
     policy_decisions,
 )
-from evaluation.harness import evaluate_exact
+from serverfarm_gym.evaluation.harness import evaluate_exact
 from tests.helpers.env import expected_mask, expected_obs
 from tests.helpers.farms import random_env_configs
 

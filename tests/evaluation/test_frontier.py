@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import evaluate
-from baselines.solvers.optimum import solve_lp
-from evaluation.frontier import frontier
+from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.evaluation.frontier import frontier
 from tests.helpers.exact import reference_farm
 
 TINY_OPTIMUM = 0.3289309341181227  # shared reference data

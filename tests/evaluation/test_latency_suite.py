@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from baselines.solvers.sleep_chain import SleepSpace
-from baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
-from baselines.solvers.slo_optimum import solve_slo
-from envs.scenarios import load_scenario
-from evaluation.leaderboard import format_markdown, leaderboard_csv
-from evaluation.suite import available_suites, load_suite, run_suite
+from serverfarm_gym.baselines.solvers.sleep_chain import SleepSpace
+from serverfarm_gym.baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
+from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.leaderboard import format_markdown, leaderboard_csv
+from serverfarm_gym.evaluation.suite import available_suites, load_suite, run_suite
 
 _ROOT = Path(__file__).resolve().parents[2]
 

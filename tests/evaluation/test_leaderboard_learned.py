@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import evaluate
-from evaluation.leaderboard import LEARNED_SCHEMA, load_learned_rows
-from evaluation.suite import parse_suite
+from serverfarm_gym.evaluation.leaderboard import LEARNED_SCHEMA, load_learned_rows
+from serverfarm_gym.evaluation.suite import parse_suite
 
 # two small farms, short windows (as tests/evaluation/test_suite.py's smoke run)
 SUITE = {

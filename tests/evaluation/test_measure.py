@@ -1,4 +1,4 @@
-"""evaluation.measure: the one measurement API. Each route against the exact CTMC value of the
+"""serverfarm_gym.evaluation.measure: the one measurement API. Each route against the exact CTMC value of the
 same policy, the routes against each other on the same sample paths, the warm-up rule and the
 argument checks."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.pas import pas_table
-from baselines.registry import make_policy
-from baselines.solvers.ctmc import evaluate_policy
-from envs.scenarios import load_scenario
-from evaluation.measure import (
+from serverfarm_gym.baselines.pas import pas_table
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.measure import (
     Estimate,
     Window,
     as_predictor,
@@ -99,7 +99,7 @@ def test_the_one_warmup_rule():
     assert Window.for_farm(tiny, 100, warmup=7, pas_warmup=40) == Window(100, 7, 40)
 
 
-@pytest.mark.filterwarnings("ignore::envs.server_farm.InvalidActionWarning")
+@pytest.mark.filterwarnings("ignore::serverfarm_gym.envs.server_farm.InvalidActionWarning")
 def test_bad_arguments_name_the_field():
     config = load_scenario("tiny")
     first = lambda obs, masks: np.argmax(masks, axis=1)  # noqa: E731

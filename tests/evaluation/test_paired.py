@@ -1,21 +1,21 @@
-"""evaluation.paired: paired comparisons on common random numbers and the best-model rule."""
+"""serverfarm_gym.evaluation.paired: paired comparisons on common random numbers and the best-model rule."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from baselines.registry import make_policy
-from envs.scenarios import load_scenario
-from evaluation.measure import Estimate
-from evaluation.paired import (
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.measure import Estimate
+from serverfarm_gym.evaluation.paired import (
     BestModelSelector,
     PairedEvaluator,
     compare,
     estimate_as_dict,
     estimate_from_dict,
 )
-from evaluation.stats import t_quantile
+from serverfarm_gym.evaluation.stats import t_quantile
 
 
 def _vec(values) -> Estimate:

@@ -10,7 +10,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 import evaluate as evaluate_cli  # noqa: E402
-from evaluation import evaluate  # noqa: E402
+from serverfarm_gym.evaluation import evaluate  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

@@ -7,10 +7,10 @@ import csv
 import pytest
 
 import evaluate
-from baselines.solvers.ctmc import evaluate_policy
-from envs.scenarios import load_scenario
-from evaluation.harness import evaluate_exact
-from evaluation.report import csv_rows, format_table
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.harness import evaluate_exact
+from serverfarm_gym.evaluation.report import csv_rows, format_table
 
 
 def test_exact_report_has_response_time():
@@ -34,8 +34,8 @@ def test_exact_cli_writes_response_time_column(tmp_path):
 
 def test_exact_report_of_the_randomised_slo_policies():
     """slo-optimal and slo-mix randomise: exact on the aggregated chain, with their own values."""
-    from baselines.registry import make_policy
-    from envs.config import farm_from_dict
+    from serverfarm_gym.baselines.registry import make_policy
+    from serverfarm_gym.envs.config import farm_from_dict
 
     d = load_scenario("tiny").to_dict()
     d["slo"] = {"mean_response_time": 0.9}

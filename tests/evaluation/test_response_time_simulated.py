@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
-from baselines.solvers.ctmc import evaluate_policy
-from baselines.solvers.slo_optimum import min_response_time, solve_slo
-from envs.config import farm_from_dict
-from evaluation.harness import evaluate
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
+from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time, solve_slo
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.evaluation.harness import evaluate
 from tests.helpers.exact import reference_farm
 
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 import evaluate
-from envs.scenarios import load_scenario
-from evaluation.stats import t_quantile
-from evaluation.suite import (
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.stats import t_quantile
+from serverfarm_gym.evaluation.suite import (
     load_suite,
     mean_of_scores,
     normalized_score,

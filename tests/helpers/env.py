@@ -11,8 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.config import FarmConfig
-from envs.observation import (
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.observation import (
     counts_from_occupancy,
     hist_offsets,
     level_offsets,
@@ -20,7 +20,7 @@ from envs.observation import (
     n_interval_features,
     obs_size,
 )
-from envs.server_farm import ServerFarmEnv
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
 from tests.helpers.invariants import expected_server_mask
 
 

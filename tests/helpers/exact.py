@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
 
 # exact optimal efficiencies of the reference farms (independent solver, copied from the shared
 # reference data; never read at run time)

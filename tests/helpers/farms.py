@@ -1,5 +1,5 @@
 """Seeded random farms and states for the tests: :func:`random_scenario_dict` builds random
-*valid* scenario dicts that exercise what :func:`envs.scenarios.random_farm` does not (per-level
+*valid* scenario dicts that exercise what :func:`serverfarm_gym.envs.scenarios.random_farm` does not (per-level
 rate/power lists, prices, time-varying arrival rates, per-type general job sizes);
 :func:`random_dyadic_farm` (efficiencies that tie exactly across groups) with
 :func:`random_occupancy`; :func:`random_env_configs` for the env tests; :func:`pas_table`, the PAS
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios import random_farm
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import random_farm
 
 #: interval lengths whose integer multiples divide back exactly in binary floating point; the
 #: simulator's interval-boundary arithmetic hangs for others (see test_simulator_invariants.py,

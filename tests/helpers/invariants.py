@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from envs.config import FarmConfig
-from envs.kernels import layout
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.kernels import layout
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 
 def expected_server_mask(config: FarmConfig, occ: np.ndarray, j: int) -> np.ndarray:
@@ -93,7 +93,7 @@ def check_sim_invariants(sim: FarmSimulator) -> None:
 
 
 def _tree_members(sets: np.ndarray, base: int, lvoff: np.ndarray, nlev: int, r: int) -> np.ndarray:
-    """Local indices in a bitset tree (``envs.kernels.level_sets``) after checking that every word
+    """Local indices in a bitset tree (``serverfarm_gym.envs.kernels.level_sets``) after checking that every word
     above the leaves has exactly the bits of the non-empty words below it."""
     n = [-(-r // 64)]
     while n[-1] > 1:
@@ -111,7 +111,7 @@ def _tree_members(sets: np.ndarray, base: int, lvoff: np.ndarray, nlev: int, r: 
 
 
 def check_level_sets(sim: FarmSimulator) -> None:
-    """The simulator's level sets (``envs.kernels.level_sets``) agree with the occupancies:
+    """The simulator's level sets (``serverfarm_gym.envs.kernels.level_sets``) agree with the occupancies:
     each (group, level) array holds exactly that level's servers with ``hpos`` pointing back,
     each bitset tree holds the same servers (and the non-full tree the servers below B_k) with
     consistent upper levels, and the cached non-full minimum is the smallest non-full server."""

@@ -10,8 +10,8 @@ import math
 import numpy as np
 from scipy import linalg
 
-from envs.config import FarmConfig
-from envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.simulator import MODE_OFF, MODE_ON, MODE_SETUP
 
 SLEEP = {"power": 0.2, "setup_rate": 0.5, "setup_power": 3.0, "idle_timeout_rate": 1.5}
 

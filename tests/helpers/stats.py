@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from envs.config import FarmConfig
-from envs.simulator import FarmSimulator, SimStats
+from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.simulator import FarmSimulator, SimStats
 from tests.helpers.farms import pas_table
 
 #: two-sided error probability of every statistical check (about a 4-sigma normal tolerance)

@@ -13,10 +13,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the env ids)
-from envs.config import FarmConfig, farm_from_dict
-from envs.scenarios import load_scenario
-from envs.simulator import FarmSimulator
+from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.simulator import FarmSimulator
 
 # ---------------------------------------------------------------------------------------------
 # regression: fixed seeds, exact numbers
@@ -364,8 +364,8 @@ def test_bench_memory_quick() -> None:
 
 
 def test_bench_exact_quick() -> None:
-    from baselines.solvers import ctmc
     from benchmarks import bench_exact
+    from serverfarm_gym.baselines.solvers import ctmc
 
     before = dict(ctmc.DIRECT_LU_OPTIONS)
     out = bench_exact.main(["--quick"])

@@ -2,7 +2,7 @@
 exit status 2, never a traceback; outputs checked before a run; files keep their permissions.
 
 The scripts are called in-process through their ``main`` (the same code path as the command
-line: ``evaluation.cli.run_cli``), so an escaping exception fails the test as a traceback would.
+line: ``serverfarm_gym.evaluation.cli.run_cli``), so an escaping exception fails the test as a traceback would.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import evaluate as evaluate_cli
 import sweep as sweep_cli
 import train
-from evaluation.report import atomic_write, check_output_paths
+from serverfarm_gym.evaluation.report import atomic_write, check_output_paths
 from tests.helpers.scripts import exit_code
 
 MALFORMED = {
@@ -48,9 +48,9 @@ def _assert_one_line_error(capsys, prog: str, *fragments: str) -> str:
 
 
 def _scenario_files_are_read_by_envs_files() -> bool:
-    """Whether envs.config.load_scenario reads files with envs.files (its errors name the line)."""
-    from envs.files import FileFormatError
-    from envs.scenarios import load_scenario
+    """Whether serverfarm_gym.envs.config.load_scenario reads files with serverfarm_gym.envs.files (its errors name the line)."""
+    from serverfarm_gym.envs.files import FileFormatError
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "probe.yaml"
@@ -66,7 +66,7 @@ def _scenario_files_are_read_by_envs_files() -> bool:
 
 needs_scenario_reader = pytest.mark.xfail(
     not _scenario_files_are_read_by_envs_files(),
-    reason="envs.config.load_scenario does not read scenario files with envs.files yet",
+    reason="serverfarm_gym.envs.config.load_scenario does not read scenario files with serverfarm_gym.envs.files yet",
     strict=True,
 )
 
@@ -114,7 +114,7 @@ def test_scenario_file_errors_name_the_line(script, kind, tmp_path, capsys):
 def test_multi_line_messages_are_printed_on_one_line(capsys):
     import argparse
 
-    from evaluation.cli import run_cli
+    from serverfarm_gym.evaluation.cli import run_cli
 
     def bad():
         raise ValueError("first\n   second")
@@ -144,8 +144,8 @@ def _unwritable_dir(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("case", ["missing-dir", "read-only-dir", "plot-format", "same-file"])
 @pytest.mark.parametrize("script", ["evaluate.py", "sweep.py"])
 def test_unwritable_outputs_fail_before_the_run(script, case, tmp_path, capsys, monkeypatch):
-    import evaluation.harness as harness
-    import evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.harness as harness
+    import serverfarm_gym.evaluation.sweeps as sweeps
 
     def no_run(*a, **k):
         raise AssertionError("the evaluation ran before its outputs were checked")

@@ -14,10 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from baselines.solvers.ctmc import GeneratorSolver
-from baselines.solvers.optimum import AggregatedSpace, solve_pi
-from envs.config import farm_from_dict
-from envs.scenarios import load_preset
 from experiments import (
     blocking_constraint,
     common,
@@ -25,6 +21,10 @@ from experiments import (
     job_size_robustness,
     pas_vs_optimum,
 )
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
+from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, solve_pi
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_preset
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

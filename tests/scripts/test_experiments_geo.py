@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.scenarios import load_geo_scenario
 from experiments import geo_day
 from experiments.geo_farm import ms_per_time_unit
+from serverfarm_gym.envs.scenarios import load_geo_scenario
 
 POLICIES = ["pas", "pas-price", "pdr-pas", "pdr-pas-cost", "ppo"]
 
@@ -153,9 +153,9 @@ def test_ppo_model_for_another_farm(capsys: pytest.CaptureFixture[str], tmp_path
     # an untrained model of the preset "tiny" with its sidecar: loads fine, wrong farm
     from sb3_contrib import MaskablePPO
 
-    from agents.ppo import write_sidecar
-    from envs.scenarios import load_scenario
-    from envs.server_farm import ServerFarmEnv
+    from serverfarm_gym.agents.ppo import write_sidecar
+    from serverfarm_gym.envs.scenarios import load_scenario
+    from serverfarm_gym.envs.server_farm import ServerFarmEnv
 
     tiny = load_scenario("tiny")
     model = MaskablePPO("MlpPolicy", ServerFarmEnv(tiny, action_mode="group"), device="cpu")

@@ -53,8 +53,8 @@ def test_a_rerun_skips_finished_cells_and_reports_full_rows(tmp_path, monkeypatc
 
 
 def test_the_rows_file_is_what_the_suite_leaderboard_takes(tmp_path, monkeypatch) -> None:
-    from evaluation.leaderboard import load_learned_rows
-    from evaluation.suite import load_suite
+    from serverfarm_gym.evaluation.leaderboard import load_learned_rows
+    from serverfarm_gym.evaluation.suite import load_suite
 
     finals = iter([0.3289, 0.3250, 0.3270])
 

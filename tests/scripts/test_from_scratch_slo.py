@@ -71,8 +71,8 @@ def _fake(finals):
 def test_rows_file_carries_the_response_time_to_the_leaderboard(
     tmp_path, monkeypatch, few_resamples
 ) -> None:
-    from evaluation.leaderboard import load_learned_rows, merge_learned
-    from evaluation.suite import load_suite
+    from serverfarm_gym.evaluation.leaderboard import load_learned_rows, merge_learned
+    from serverfarm_gym.evaluation.suite import load_suite
 
     finals = [(0.3190, 0.89), (0.3200, 0.90), (0.3170, 0.88)]
     monkeypatch.setitem(slo.RUNNERS, "lean", _fake(finals))
@@ -120,8 +120,8 @@ def test_bad_options_exit_2_naming_them(argv, option, capsys) -> None:
 
 @pytest.mark.parametrize("trainer", ["lean", "sb3"])
 def test_one_update_of_each_trainer_end_to_end(tmp_path, trainer) -> None:
-    from agents.ppo.slo import exact_space, lp_multiplier
-    from baselines.solvers.slo_optimum import min_response_time
+    from serverfarm_gym.agents.ppo.slo import exact_space, lp_multiplier
+    from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time
 
     cell = slo.run_cell(tmp_path, "tiny-slo", trainer, 0, 2048)
     saved = json.loads((tmp_path / "cells" / f"tiny-slo-{trainer}-s0.json").read_text())

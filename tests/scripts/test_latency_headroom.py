@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from envs.farm_sampler import FarmDistribution, sample_farm
-from envs.validation import ConfigError
 from experiments import latency_headroom
+from serverfarm_gym.envs.farm_sampler import FarmDistribution, sample_farm
+from serverfarm_gym.envs.validation import ConfigError
 
 
 def test_quick_run_writes_its_outputs(tmp_path) -> None:

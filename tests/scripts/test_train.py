@@ -14,14 +14,14 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import train
-from agents.common.checkpoints import latest_checkpoint, save_model_atomic
-from agents.common.farm_settings import derive_settings
-from agents.ppo import PPOAgent, model_predictor, write_sidecar
-from agents.ppo_sb3.wrappers import TrainingWrapper
-from envs import ServerFarmEnv, load_scenario
-from evaluation.measure import Window, measure, replication_seeds
+from serverfarm_gym.agents.common.checkpoints import latest_checkpoint, save_model_atomic
+from serverfarm_gym.agents.common.farm_settings import derive_settings
+from serverfarm_gym.agents.ppo import PPOAgent, model_predictor, write_sidecar
+from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
+from serverfarm_gym.envs import ServerFarmEnv, load_scenario
+from serverfarm_gym.evaluation.measure import Window, measure, replication_seeds
 
-# exact efficiencies (baselines.solvers.ctmc / reference-farms.yaml), copied here on purpose
+# exact efficiencies (serverfarm_gym.baselines.solvers.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369
 
 FAST = [
@@ -177,7 +177,7 @@ def test_exact_and_simulated_efficiency_agree():
 
 
 def test_exact_efficiency_of_pas_matches_ctmc():
-    from baselines.registry import make_policy
+    from serverfarm_gym.baselines.registry import make_policy
 
     cfg = load_scenario("tiny")
     pas = make_policy("pas", cfg)
@@ -216,7 +216,7 @@ def test_settings_precedence(tmp_path):
 def test_shipped_hyperparams_cover_the_presets():
     import yaml
 
-    from envs.scenarios import PRESETS
+    from serverfarm_gym.envs.scenarios import PRESETS
 
     data = yaml.safe_load(train.DEFAULT_HYPERPARAMS.read_text())
     assert "sb3" in data  # the reference trainer's settings; the lean trainer derives its own
@@ -239,7 +239,7 @@ def test_bad_arguments_are_named():
 def test_expected_reward_has_the_env_rewards_long_run_mean():
     """TrainingWrapper(reward="expected") changes the reward, not its long-run average per step
     (Campbell-Mecke); checked under PAS with a fixed eta by batch means of the paired difference."""
-    from baselines.registry import make_policy
+    from serverfarm_gym.baselines.registry import make_policy
 
     env = TrainingWrapper(ServerFarmEnv("tiny", reward_eta=0.3), reward="expected")
     pas = make_policy("pas", load_scenario("tiny"))

@@ -25,8 +25,8 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import train
-from agents.common.checkpoints import list_checkpoints
-from agents.common.run_dir import LOCK_FILE, RunDirLock
+from serverfarm_gym.agents.common.checkpoints import list_checkpoints
+from serverfarm_gym.agents.common.run_dir import LOCK_FILE, RunDirLock
 from tests.helpers.scripts import exit_code, resume_run
 
 FAST = [
@@ -122,7 +122,7 @@ def test_a_fifo_as_a_settings_file_is_refused_without_blocking(tmp_path, capsys,
 # a diverging run stops by name; the last finite checkpoint is kept
 # ---------------------------------------------------------------------------------------------
 def test_lean_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeypatch):
-    import agents.ppo.algorithm as lean_ppo
+    import serverfarm_gym.agents.ppo.algorithm as lean_ppo
 
     original, calls = lean_ppo.ppo_losses, []
 
@@ -150,8 +150,8 @@ def test_lean_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeyp
     assert "saved checkpoint" in err and "ckpt_256_steps.zip" in err
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256, 0]
     assert not (out / "summary.json").exists(), "no report of a diverged run"
-    from agents.ppo import PPOAgent
-    from agents.ppo.train import LeanTrainer
+    from serverfarm_gym.agents.ppo import PPOAgent
+    from serverfarm_gym.agents.ppo.train import LeanTrainer
 
     LeanTrainer.load(out / "checkpoints" / "ckpt_256_steps.zip")  # finite: it loads
     PPOAgent.load(out / "best_model.zip")
@@ -179,8 +179,8 @@ def test_sb3_training_stops_when_the_parameters_become_nan(tmp_path, capsys, mon
     assert "kept checkpoint" in err and "ckpt_128_steps.zip, the last finite one" in err
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [128]
     assert not (out / "summary.json").exists()
-    from agents.common.artefacts import read_sb3_zip
-    from agents.ppo import PPOAgent
+    from serverfarm_gym.agents.common.artefacts import read_sb3_zip
+    from serverfarm_gym.agents.ppo import PPOAgent
 
     for path, _ in list_checkpoints(out / "checkpoints"):
         read_sb3_zip(path, optimizer=True)  # every checkpoint kept is finite
@@ -298,7 +298,7 @@ def test_unusable_output_dirs_are_named(tmp_path, capsys, monkeypatch):
             _error(capsys) == f"train.py: error: --output-dir {out}: {message}; choose another path"
         )
     # not writable (root ignores permission bits: the refusal of the lock file is simulated)
-    import agents.common.run_dir as run_dir
+    import serverfarm_gym.agents.common.run_dir as run_dir
 
     real_open = os.open
 
@@ -334,7 +334,7 @@ def test_a_full_disk_is_named_and_leaves_no_temporary_file(tmp_path, capsys, mon
     assert {errno.ENOSPC: "no space left", errno.EFBIG: "file too large"}[code] in err
     assert not [p for p in out.rglob("*") if ".tmp" in p.name], "a temporary file was left"
     for path, _ in list_checkpoints(out / "checkpoints"):  # the ones before it are whole
-        from agents.ppo.train import LeanTrainer
+        from serverfarm_gym.agents.ppo.train import LeanTrainer
 
         LeanTrainer.load(path)
 
@@ -351,9 +351,9 @@ def test_ctrl_c_in_the_final_evaluation_resumes_to_the_end(tmp_path, capsys, mon
         raise KeyboardInterrupt
 
     if trainer == "lean":  # the final window's evaluator
-        monkeypatch.setattr("agents.ppo.train._final_window", interrupt)
+        monkeypatch.setattr("serverfarm_gym.agents.ppo.train._final_window", interrupt)
     else:  # the best model's final load
-        monkeypatch.setattr("agents.ppo_sb3.train.PPOAgent.load", interrupt)
+        monkeypatch.setattr("serverfarm_gym.agents.ppo_sb3.train.PPOAgent.load", interrupt)
     out = tmp_path / "run"
     argv = [*(FAST if trainer == "lean" else SB3), "--output-dir", str(out),
             "--total-timesteps", "500", "--checkpoint-freq", "256"]  # fmt: skip

@@ -22,9 +22,9 @@ pytest.importorskip("sb3_contrib")
 import torch
 
 import train
-from agents.common.checkpoints import list_checkpoints, read_evaluations
-from agents.ppo import PPOAgent, read_sidecar
-from agents.ppo.train import LeanTrainer
+from serverfarm_gym.agents.common.checkpoints import list_checkpoints, read_evaluations
+from serverfarm_gym.agents.ppo import PPOAgent, read_sidecar
+from serverfarm_gym.agents.ppo.train import LeanTrainer
 from tests.helpers.scripts import best_sidecar, exit_code, resume_run
 
 FAST = [
@@ -104,7 +104,7 @@ def test_best_model_starts_at_the_clone_and_is_the_best_measured(base_run):
     """Exact evaluations: the step-0 model (the clone of best-priority, the derived start) is the
     first best, and the kept model is the best ever measured (replaced only by a strictly better
     one)."""
-    from baselines.registry import make_policy
+    from serverfarm_gym.baselines.registry import make_policy
 
     out, summary, _ = base_run
     hist = read_evaluations(out / "evaluations.jsonl")
@@ -262,7 +262,7 @@ def test_train_scale_trains_on_the_twin_and_serves_the_farm(tmp_path):
     evaluation and the saved models are the x4 farm's; a checkpoint resumes on the twin."""
     import yaml
 
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     farm = load_scenario("tiny").scaled(4, name="tiny-x4")
     path = tmp_path / "tiny-x4.yaml"
@@ -287,8 +287,8 @@ def test_cost_start_on_a_time_varying_twin(tmp_path, capsys):
     are measured on the farm itself."""
     import yaml
 
-    from envs.config import farm_from_dict
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.config import farm_from_dict
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     d = load_scenario("tiny").to_dict()
     d["interval_length"] = 2.0
@@ -379,9 +379,9 @@ def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
     random policy plays the kept model against a PAS clone (the start), then the reverse."""
     from types import SimpleNamespace
 
-    from agents.ppo import sidecar_path
-    from agents.ppo.train import START_MODEL, _confirm_against_start
-    from envs.scenarios import load_preset
+    from serverfarm_gym.agents.ppo import sidecar_path
+    from serverfarm_gym.agents.ppo.train import START_MODEL, _confirm_against_start
+    from serverfarm_gym.envs.scenarios import load_preset
 
     runs = {}
     for init in ("pas", "random"):

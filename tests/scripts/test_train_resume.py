@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import train
-from agents.common.checkpoints import list_checkpoints, read_evaluations
+from serverfarm_gym.agents.common.checkpoints import list_checkpoints, read_evaluations
 from tests.helpers.scripts import best_sidecar, exit_code, resume_run
 
 FAST = [
@@ -116,7 +116,7 @@ def test_ctrl_c_saves_the_latest_rollout_start_and_exits_130(where, base_run, tm
     base run's checkpoint at 256 (same seed, deterministic CPU training)."""
     from sb3_contrib import MaskablePPO
 
-    from agents.ppo_sb3.callbacks import RolloutStatsCallback
+    from serverfarm_gym.agents.ppo_sb3.callbacks import RolloutStatsCallback
 
     if where == "rollout":
         original = RolloutStatsCallback._on_step

@@ -1,4 +1,4 @@
-"""agents.common.artefacts, the one loader of models, checkpoints, sidecars and generalist weights: no
+"""serverfarm_gym.agents.common.artefacts, the one loader of models, checkpoints, sidecars and generalist weights: no
 code from a file runs (a planted checkpoint included), zip bombs and non-regular files are refused
 before anything is decompressed or blocks, and tampered sidecars are named errors."""
 
@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.common.artefacts import (
+from serverfarm_gym.agents.common.artefacts import (
     ArtefactError,
     check_model_sidecar,
     read_model_sidecar,
     read_sb3_zip,
 )
-from agents.generalist import TokenGeneralistPolicy
-from agents.ppo import PPOAgent
-from agents.ppo.algorithm import LeanPPO
-from baselines.registry import make_policy
-from envs.files import FileFormatError
+from serverfarm_gym.agents.generalist import TokenGeneralistPolicy
+from serverfarm_gym.agents.ppo import PPOAgent
+from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.files import FileFormatError
 
 SMALL = {"n_envs": 2, "n_steps": 64, "batch_size": 64, "n_epochs": 1, "net_arch": (8, 8)}
 
@@ -108,7 +108,7 @@ def test_a_zip_bomb_is_refused_before_decompression(checkpoint, tmp_path, monkey
     with pytest.raises(ValueError, match=r"bomb\.zip: .*zip bomb"):
         make_policy(f"ppo:{bomb}", "tiny")
     # the total uncompressed size is bounded too (limit lowered: no need for a real 1 GiB)
-    monkeypatch.setattr("agents.common.artefacts.MAX_UNCOMPRESSED_BYTES", 1000)
+    monkeypatch.setattr("serverfarm_gym.agents.common.artefacts.MAX_UNCOMPRESSED_BYTES", 1000)
     with pytest.raises(ArtefactError, match=r"ckpt_128_steps\.zip: unpacks to [\d,]+ bytes"):
         read_sb3_zip(checkpoint)
 
@@ -176,7 +176,7 @@ def test_non_finite_weights_are_refused(checkpoint, tmp_path):
 
 
 def test_generalist_files_go_through_the_same_loader(tmp_path):
-    from agents.generalist import TOKEN_MODEL
+    from serverfarm_gym.agents.generalist import TOKEN_MODEL
 
     pt = Path(TOKEN_MODEL).with_suffix(".pt")
     model = tmp_path / "g.pt"

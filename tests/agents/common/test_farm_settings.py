@@ -1,4 +1,4 @@
-"""agents.common.farm_settings: the rules that derive training settings from a farm (presets and random
+"""serverfarm_gym.agents.common.farm_settings: the rules that derive training settings from a farm (presets and random
 farms a user might bring), their reasons, and their precedence below the files in train.py."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from agents.common.farm_settings import RULES, Rules, derive_settings, policy_warmup
-from envs.config import farm_from_dict
-from envs.observation import n_actions
-from envs.scenarios import PRESETS, load_scenario, random_farm
-from evaluation.exact import exact_solvable, exact_unsupported_reason
-from evaluation.harness import epochs_per_duration
+from serverfarm_gym.agents.common.farm_settings import RULES, Rules, derive_settings, policy_warmup
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.observation import n_actions
+from serverfarm_gym.envs.scenarios import PRESETS, load_scenario, random_farm
+from serverfarm_gym.evaluation.exact import exact_solvable, exact_unsupported_reason
+from serverfarm_gym.evaluation.harness import epochs_per_duration
 
 FARMS = [load_scenario(p) for p in PRESETS] + [random_farm(s) for s in (1000, 1001, 1002, 1003)]
 
@@ -82,7 +82,9 @@ def test_evaluation_method_is_exact_exactly_when_the_chain_is_small(config):
     st = derive_settings(config)
     small = exact_unsupported_reason(config) is None
     assert st.eval_exact == small
-    if config.n_servers <= 10:  # the state count prints: compare with evaluation.exact's check
+    if (
+        config.n_servers <= 10
+    ):  # the state count prints: compare with serverfarm_gym.evaluation.exact's check
         assert small == exact_solvable(config)
     if st.eval_exact:
         assert st.eval_freq == st.n_envs * st.n_steps, "exact evaluations after every rollout"
@@ -197,9 +199,9 @@ def test_time_varying_farms_are_measured_over_whole_cycles():
 
 
 def test_a_farm_with_an_slo_derives_the_start_training_clones() -> None:
-    """``init`` of a farm with ``slo:`` is what agents.ppo.slo.slo_teacher clones: the exact
+    """``init`` of a farm with ``slo:`` is what serverfarm_gym.agents.ppo.slo.slo_teacher clones: the exact
     SLO-constrained optimum where the aggregated chain is solved, else slo-mix; with its reason."""
-    from agents.common.farm_settings import slo_init
+    from serverfarm_gym.agents.common.farm_settings import slo_init
 
     farm = load_scenario("tiny-slo")
     st = derive_settings(farm)

@@ -1,4 +1,4 @@
-"""agents.common.run_args: one typed argument class per trainer, the farm loaded and its settings
+"""serverfarm_gym.agents.common.run_args: one typed argument class per trainer, the farm loaded and its settings
 derived once per run, and args.json files of either layout replayed."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from agents.common import run_args
-from agents.common.farm_settings import derive_settings
-from agents.common.run_args import LeanArgs, Sb3Args, resolve_args
-from envs.scenarios import load_scenario
+from serverfarm_gym.agents.common import run_args
+from serverfarm_gym.agents.common.farm_settings import derive_settings
+from serverfarm_gym.agents.common.run_args import LeanArgs, Sb3Args, resolve_args
+from serverfarm_gym.envs.scenarios import load_scenario
 
 
 def test_each_trainer_gets_its_own_arguments():

@@ -1,5 +1,5 @@
-"""agents.common.run_dir (a run directory's lock and identity), agents.common.run_checks (train.py's number
-checks) and agents.common.checkpoints.save_model_atomic under a full disk."""
+"""serverfarm_gym.agents.common.run_dir (a run directory's lock and identity), serverfarm_gym.agents.common.run_checks (train.py's number
+checks) and serverfarm_gym.agents.common.checkpoints.save_model_atomic under a full disk."""
 
 from __future__ import annotations
 
@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from agents.common.checkpoints import DiskWriteError, save_model_atomic
-from agents.common.run_checks import MAX_SEED, check_numbers
-from agents.common.run_dir import LOCK_FILE, RunDirBusy, RunDirLock, scenario_identity
-from envs.scenarios import load_scenario
+from serverfarm_gym.agents.common.checkpoints import DiskWriteError, save_model_atomic
+from serverfarm_gym.agents.common.run_checks import MAX_SEED, check_numbers
+from serverfarm_gym.agents.common.run_dir import (
+    LOCK_FILE,
+    RunDirBusy,
+    RunDirLock,
+    scenario_identity,
+)
+from serverfarm_gym.envs.scenarios import load_scenario
 
 
 def test_one_lock_per_directory_and_it_is_released(tmp_path):
@@ -41,7 +46,7 @@ def test_scenario_identity_tells_farms_apart():
 
 @dataclass
 class _Args:
-    """The numeric options of train.py (agents.common.run_args) at their defaults (check_numbers reads them by name)."""
+    """The numeric options of train.py (serverfarm_gym.agents.common.run_args) at their defaults (check_numbers reads them by name)."""
 
     scenario: str = "tiny"
     trainer: str = "lean"

@@ -1,4 +1,4 @@
-"""agents.common.run_report.format_report: the lines .ci/run greps, pinned for both outcomes of a run
+"""serverfarm_gym.agents.common.run_report.format_report: the lines .ci/run greps, pinned for both outcomes of a run
 (the start kept: PPO found no improvement; PPO's model kept, with its change from the start),
 and a model that measures at the optimum (its exact efficiency can exceed the optimum's by
 float rounding)."""
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from agents.common.run_report import check_against_start, format_report, main
+from serverfarm_gym.agents.common.run_report import check_against_start, format_report, main
 
 # the patterns .ci/run greps (the exact line formats of the report)
 START_LINE = r"^  start \([a-z-]+ (clone|init)\) +efficiency [0-9.]+ \(exact\)$"

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.generalist.exact_tune import random_seeds, sampled_seeds
-from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
-from agents.generalist.policy import SHIPPED_MODEL
-from agents.generalist.table_net import SMALL_EXPERT, load_weights
 from experiments import generalist_eval as ge
+from serverfarm_gym.agents.generalist.exact_tune import random_seeds, sampled_seeds
+from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
+from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL
+from serverfarm_gym.agents.generalist.table_net import SMALL_EXPERT, load_weights
 
 
 def test_exact_rows_are_consistent_with_the_optimum() -> None:

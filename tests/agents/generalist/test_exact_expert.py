@@ -8,16 +8,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist.exact_expert import (  # noqa: E402
+from serverfarm_gym.agents.generalist.exact_expert import (  # noqa: E402
     exact_labels,
     label_all,
     main,
     model_digest,
     pair_weights,
 )
-from agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds, pair_costs  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
-from agents.generalist.table_net import (  # noqa: E402
+from serverfarm_gym.agents.generalist.labels import EXACT_SEARCH, SMALL, exact_seeds, pair_costs  # noqa: E402
+from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
+from serverfarm_gym.agents.generalist.table_net import (  # noqa: E402
     FEATURES,
     SMALL_EXPERT,
     chain_states_log10,
@@ -31,12 +31,12 @@ from agents.generalist.table_net import (  # noqa: E402
     save_weights,
     table_features,
 )
-from agents.generalist.table_torch import MAIN_FEATURES  # noqa: E402
-from agents.generalist.table_train import TableNet  # noqa: E402
-from baselines.best_priority import table_evaluator  # noqa: E402
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
-from envs.scenarios import load_scenario  # noqa: E402
-from evaluation.exact import n_full_states  # noqa: E402
+from serverfarm_gym.agents.generalist.table_torch import MAIN_FEATURES  # noqa: E402
+from serverfarm_gym.agents.generalist.table_train import TableNet  # noqa: E402
+from serverfarm_gym.baselines.best_priority import table_evaluator  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_scenario  # noqa: E402
+from serverfarm_gym.evaluation.exact import n_full_states  # noqa: E402
 
 
 def _exchange(table: np.ndarray, a: tuple[int, int], b: tuple[int, int]) -> np.ndarray:

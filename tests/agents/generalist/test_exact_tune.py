@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist.exact_tune import (  # noqa: E402
+from serverfarm_gym.agents.generalist.exact_tune import (  # noqa: E402
     TuneFarm,
     argmax_efficiency,
     expert_nets,
@@ -25,10 +25,10 @@ from agents.generalist.exact_tune import (  # noqa: E402
     tie_gradient,
     tune,
 )
-from agents.generalist.labels import SMALL, exact_seeds  # noqa: E402
-from agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
-from agents.generalist.table_net import (  # noqa: E402
+from serverfarm_gym.agents.generalist.labels import SMALL, exact_seeds  # noqa: E402
+from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
+from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
+from serverfarm_gym.agents.generalist.table_net import (  # noqa: E402
     SMALL_EXPERT,
     forward,
     load_weights,
@@ -36,13 +36,13 @@ from agents.generalist.table_net import (  # noqa: E402
     save_weights,
     table_features,
 )
-from agents.generalist.table_torch import TableNet  # noqa: E402
-from baselines.pas import PASPolicy  # noqa: E402
-from baselines.priority import PriorityPolicy  # noqa: E402
-from baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated  # noqa: E402
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
-from envs.scenarios import random_farm  # noqa: E402
-from evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
+from serverfarm_gym.agents.generalist.table_torch import TableNet  # noqa: E402
+from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
+from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402
+from serverfarm_gym.baselines.solvers.aggregated import AggregatedSpace, evaluate_aggregated  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from serverfarm_gym.envs.scenarios import random_farm  # noqa: E402
+from serverfarm_gym.evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
 
 
 def _space(i: int = 2) -> AggregatedSpace:

@@ -7,15 +7,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer, TokenGeneralistPolicy  # noqa: E402
-from agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
-from agents.generalist.policy import GeneralistPolicy  # noqa: E402
-from baselines.pas import PASPolicy  # noqa: E402
-from baselines.registry import make_policy  # noqa: E402
-from envs.config import farm_from_dict  # noqa: E402
-from envs.scenarios import load_scenario  # noqa: E402
-from evaluation.exact import exact_solvable  # noqa: E402
-from evaluation.measure import measure  # noqa: E402
+from serverfarm_gym.agents.generalist import (  # noqa: E402
+    GeneralistConfig,
+    GeneralistTrainer,
+    TokenGeneralistPolicy,
+)
+from serverfarm_gym.agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
+from serverfarm_gym.agents.generalist.policy import GeneralistPolicy  # noqa: E402
+from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
+from serverfarm_gym.baselines.registry import make_policy  # noqa: E402
+from serverfarm_gym.envs.config import farm_from_dict  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_scenario  # noqa: E402
+from serverfarm_gym.evaluation.exact import exact_solvable  # noqa: E402
+from serverfarm_gym.evaluation.measure import measure  # noqa: E402
 
 
 def _bad_net(anchor: float = 4.0):
@@ -33,7 +37,6 @@ def test_registry_names() -> None:
     assert type(make_policy("generalist", c)) is GeneralistPolicy
     checked = make_policy("generalist-checked", c)
     assert type(checked) is GuardedGeneralistPolicy and checked.name == "generalist-checked"
-    assert type(make_policy("generalist-raw", c)) is GeneralistPolicy  # the former name
     # the check's CPU time is on the policy, for reports to show
     assert checked.check_cpu_seconds == checked.guard_report["cpu_s"] >= 0.0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.generalist.labels import (
+from serverfarm_gym.agents.generalist.labels import (
     EXACT_SEARCH,
     SIM_SEARCH,
     SMALL,
@@ -17,9 +17,9 @@ from agents.generalist.labels import (
     pair_costs,
     teacher_farm,
 )
-from baselines.best_priority import table_evaluator
-from envs.farm_sampler import sample_farm
-from envs.scenarios import load_scenario
+from serverfarm_gym.baselines.best_priority import table_evaluator
+from serverfarm_gym.envs.farm_sampler import sample_farm
+from serverfarm_gym.envs.scenarios import load_scenario
 
 
 def test_pair_costs_exchange_the_two_entries_and_lift_a_pack_tie() -> None:
@@ -73,7 +73,7 @@ def test_pack_ties_pads_the_weights_of_the_pairs_it_adds() -> None:
 
 
 def test_held_out_seeds_are_refused() -> None:
-    from envs.farm_sampler import HELD_OUT_SEEDS
+    from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS
 
     with pytest.raises(ValueError, match="held out"):
         farm_labels(HELD_OUT_SEEDS.start, weighted=True)

@@ -8,9 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist.network import TokenNetConfig, TokenPolicyNet  # noqa: E402
-from envs.farm_sampler import sample_farm  # noqa: E402
-from envs.server_farm import ServerFarmEnv  # noqa: E402
+from serverfarm_gym.agents.generalist.network import TokenNetConfig, TokenPolicyNet  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import sample_farm  # noqa: E402
+from serverfarm_gym.envs.server_farm import ServerFarmEnv  # noqa: E402
 
 G, L = 8, 8
 
@@ -95,7 +95,7 @@ def test_bad_sizes_are_refused() -> None:
 
 
 def test_an_anchored_network_needs_the_mask_and_starts_at_pas() -> None:
-    from agents.generalist.network import pas_anchor
+    from serverfarm_gym.agents.generalist.network import pas_anchor
 
     env = _env(sample_farm(4))
     obs, _ = env.reset(seed=4)

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer  # noqa: E402
-from agents.generalist.oracle import distill_optimum, oracle_dataset  # noqa: E402
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from serverfarm_gym.agents.generalist import GeneralistConfig, GeneralistTrainer  # noqa: E402
+from serverfarm_gym.agents.generalist.oracle import distill_optimum, oracle_dataset  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 
 SMALL = {"n_servers": [2, 12]}
 

@@ -8,11 +8,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer, TokenGeneralistPolicy  # noqa: E402
-from baselines.pas import PASPolicy  # noqa: E402
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
-from envs.observation import decode_group_action  # noqa: E402
-from envs.server_farm import ServerFarmEnv  # noqa: E402
+from serverfarm_gym.agents.generalist import (  # noqa: E402
+    GeneralistConfig,
+    GeneralistTrainer,
+    TokenGeneralistPolicy,
+)
+from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
+from serverfarm_gym.envs.observation import decode_group_action  # noqa: E402
+from serverfarm_gym.envs.server_farm import ServerFarmEnv  # noqa: E402
 
 SMALL = {"n_servers": [2, 40]}  # small farms keep the smoke runs short
 

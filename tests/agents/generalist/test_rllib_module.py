@@ -12,8 +12,8 @@ def test_rllib_ppo_trains_the_token_module_on_random_farms() -> None:
     import ray
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from agents.generalist.rllib_module import token_module_spec
-    from envs.rllib import RLlibRandomFarmEnv
+    from serverfarm_gym.agents.generalist.rllib_module import token_module_spec
+    from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from agents.generalist import run as generalist_run
+from serverfarm_gym.agents.generalist import run as generalist_run
 
 
 def test_bad_options_exit_2(capsys) -> None:
@@ -33,7 +33,7 @@ def test_a_short_run_writes_its_files(tmp_path: Path) -> None:
 
 
 def test_init_model_starts_from_its_weights_under_the_run_anchor(tmp_path: Path) -> None:
-    from agents.generalist import (
+    from serverfarm_gym.agents.generalist import (
         TOKEN_MODEL,
         GeneralistConfig,
         GeneralistTrainer,

@@ -7,17 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy, generalist_table
-from agents.generalist.table_net import FEATURES, SMALL_EXPERT, load_weights, members
-from baselines.pas import PASPolicy
-from baselines.priority import check_table
-from baselines.registry import make_policy
-from envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
-from envs.scenarios import load_scenario
-from envs.server_farm import ServerFarmEnv
-from evaluation.exact import exact_solvable
-from evaluation.measure import measure
-from evaluation.rollout import policy_route
+from serverfarm_gym.agents.generalist.policy import (
+    SHIPPED_MODEL,
+    GeneralistPolicy,
+    generalist_table,
+)
+from serverfarm_gym.agents.generalist.table_net import FEATURES, SMALL_EXPERT, load_weights, members
+from serverfarm_gym.baselines.pas import PASPolicy
+from serverfarm_gym.baselines.priority import check_table
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.evaluation.exact import exact_solvable
+from serverfarm_gym.evaluation.measure import measure
+from serverfarm_gym.evaluation.rollout import policy_route
 
 
 def test_the_model_ships_small_loads_and_is_finite() -> None:
@@ -80,7 +84,7 @@ def test_group_mode_respects_the_mask() -> None:
 def _held_out_tiny(n: int) -> list:
     """The first ``n`` held-out draws (the evaluation's seeds) of the small-farm stream that the
     exact measure handles in milliseconds."""
-    from agents.generalist.labels import SMALL
+    from serverfarm_gym.agents.generalist.labels import SMALL
 
     out, seed = [], HELD_OUT_SEEDS.start + 10_000_000
     while len(out) < n:

@@ -1,4 +1,4 @@
-"""agents.generalist.table_torch: the torch twin of the numpy forward, batched without leaks
+"""serverfarm_gym.agents.generalist.table_torch: the torch twin of the numpy forward, batched without leaks
 between farms, and its loss."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist.table_net import (  # noqa: E402
+from serverfarm_gym.agents.generalist.table_net import (  # noqa: E402
     FEATURES,
     forward,
     load_weights,
     save_weights,
     table_features,
 )
-from agents.generalist.table_torch import TableNet, batch_loss, collate  # noqa: E402
-from envs.farm_sampler import sample_farm  # noqa: E402
+from serverfarm_gym.agents.generalist.table_torch import TableNet, batch_loss, collate  # noqa: E402
+from serverfarm_gym.envs.farm_sampler import sample_farm  # noqa: E402
 
 
 def _example(seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""agents.generalist.table_train's validation: exact scores against PAS, the prior's calibration,
+"""serverfarm_gym.agents.generalist.table_train's validation: exact scores against PAS, the prior's calibration,
 the main network as an ensemble, pair costs, a kept small-farm expert, and its usage errors."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agents.generalist import table_train  # noqa: E402
-from agents.generalist.labels import farm_labels  # noqa: E402
-from agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
-from agents.generalist.table_net import (  # noqa: E402
+from serverfarm_gym.agents.generalist import table_train  # noqa: E402
+from serverfarm_gym.agents.generalist.labels import farm_labels  # noqa: E402
+from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL, generalist_table  # noqa: E402
+from serverfarm_gym.agents.generalist.table_net import (  # noqa: E402
     MAIN_ENSEMBLE,
     SMALL_EXPERT,
     expert_scores,
@@ -24,8 +24,8 @@ from agents.generalist.table_net import (  # noqa: E402
     save_weights,
     table_features,
 )
-from agents.generalist.table_train import TableNet, Validation, fit, main  # noqa: E402
-from envs.scenarios import load_scenario  # noqa: E402
+from serverfarm_gym.agents.generalist.table_train import TableNet, Validation, fit, main  # noqa: E402
+from serverfarm_gym.envs.scenarios import load_scenario  # noqa: E402
 
 
 def test_the_pas_prior_alone_scores_as_pas() -> None:

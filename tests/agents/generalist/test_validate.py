@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from agents.generalist import GeneralistConfig, GeneralistTrainer
-from agents.generalist import validate as sel
-from envs.farm_sampler import HELD_OUT_SEEDS
-from evaluation.exact import exact_solvable
+from serverfarm_gym.agents.generalist import GeneralistConfig, GeneralistTrainer
+from serverfarm_gym.agents.generalist import validate as sel
+from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS
+from serverfarm_gym.evaluation.exact import exact_solvable
 
 
 def test_validation_farms_are_held_out_and_exactly_solvable() -> None:

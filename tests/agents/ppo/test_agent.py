@@ -19,11 +19,11 @@ pytest.importorskip("sb3_contrib")
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.ppo import PPOAgent, write_sidecar
-from agents.ppo_sb3.wrappers import TrainingWrapper
-from baselines.registry import make_policy, policy_names
-from envs import ServerFarmEnv, load_scenario
-from evaluation.exact import exact_evaluation
+from serverfarm_gym.agents.ppo import PPOAgent, write_sidecar
+from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
+from serverfarm_gym.baselines.registry import make_policy, policy_names
+from serverfarm_gym.envs import ServerFarmEnv, load_scenario
+from serverfarm_gym.evaluation.exact import exact_evaluation
 
 
 def save_untrained(path: Path, scenario: str = "tiny", mode: str = "server", seed: int = 3) -> Path:

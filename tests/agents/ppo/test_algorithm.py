@@ -11,7 +11,7 @@ import torch
 
 pytest.importorskip("sb3_contrib")
 
-from agents.ppo.algorithm import (
+from serverfarm_gym.agents.ppo.algorithm import (
     MASKED_LOGIT,
     LeanPPO,
     LeanPPOConfig,
@@ -22,7 +22,7 @@ from agents.ppo.algorithm import (
     ppo_losses,
     recommended,
 )
-from envs.scenarios import load_scenario
+from serverfarm_gym.envs.scenarios import load_scenario
 
 SMALL = {"n_envs": 8, "n_steps": 32, "batch_size": 128, "n_epochs": 2}
 
@@ -126,7 +126,7 @@ def test_critic_warmup_updates_only_the_value_net():
 
 
 def test_pas_anchor_records_pas_choices_and_pulls_towards_them():
-    from baselines.registry import make_policy
+    from serverfarm_gym.baselines.registry import make_policy
 
     t = LeanPPO("tiny", action_mode="group", seed=5, pas_anchor=1.0, **SMALL)
     buf = t._buffer()
@@ -166,7 +166,7 @@ def test_masked_actions_are_never_sampled():
 
 
 def test_save_load_gives_identical_predictions(tmp_path):
-    from agents.ppo import PPOAgent
+    from serverfarm_gym.agents.ppo import PPOAgent
 
     t = LeanPPO("tiny", action_mode="group", seed=2, **SMALL)
     t.learn(SMALL["n_envs"] * SMALL["n_steps"])
@@ -213,7 +213,7 @@ def test_config_errors_name_the_field():
 
 
 def test_auto_gamma_is_a_horizon_in_model_time():
-    from evaluation.harness import epochs_per_duration
+    from serverfarm_gym.evaluation.harness import epochs_per_duration
 
     tiny, p100 = load_scenario("tiny"), load_scenario("paper-100")
     # tiny: 2.5 decision epochs per mean duration -> 4 durations = 10 epochs -> gamma 0.9
@@ -229,8 +229,8 @@ def test_short_training_on_tiny_beats_random_exactly():
     """Exact (CTMC) efficiencies: no sampling error, so a strict comparison is sound. A random
     initial policy, then 40,960 steps; the learnt policy must beat it and reach PAS's exact
     efficiency (PAS is optimal up to 0.4% on tiny; the optimum bounds both)."""
-    from evaluation.measure import measure, pas_efficiency
-    from evaluation.references import optimum_solution
+    from serverfarm_gym.evaluation.measure import measure, pas_efficiency
+    from serverfarm_gym.evaluation.references import optimum_solution
 
     config = load_scenario("tiny")
     t = LeanPPO(

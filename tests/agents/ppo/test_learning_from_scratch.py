@@ -1,7 +1,7 @@
 """PPO learns from nothing, measured exactly: a CI check that fails when learning regresses.
 
 The lean trainer (train.py's default) with the settings train.py derives for the farm
-(``agents.ppo.algorithm.recommended``), from a random initialisation (no clone), on pas-gap in group
+(``serverfarm_gym.agents.ppo.algorithm.recommended``), from a random initialisation (no clone), on pas-gap in group
 actions (6 servers, where PAS is 2.7% below the optimum): after 16,384 env steps (8 updates,
 about 3 CPU-s) the best exactly evaluated policy of the run (what train.py's exact best-model
 selection keeps) must reach 99% of the exact optimum, i.e. close most of PAS's gap.
@@ -22,9 +22,9 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from envs.scenarios import load_scenario
-from evaluation.references import optimum_solution
 from experiments.from_scratch import run_lean
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.references import optimum_solution
 
 SHARE = 0.99  # of the exact optimum (docstring: the seed spread behind it)
 STEPS = 16_384

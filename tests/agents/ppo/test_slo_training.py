@@ -1,4 +1,4 @@
-"""Training to an SLO (agents.ppo.slo): the dual ascent between rollouts, the exact measure of
+"""Training to an SLO (serverfarm_gym.agents.ppo.slo): the dual ascent between rollouts, the exact measure of
 the network's sampling policy, and the constrained selection."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from agents.ppo.algorithm import LeanPPOConfig
-from agents.ppo.slo import (
+from serverfarm_gym.agents.ppo.algorithm import LeanPPOConfig
+from serverfarm_gym.agents.ppo.slo import (
     DualAscent,
     SLOEstimate,
     SLOSelector,
@@ -21,10 +21,13 @@ from agents.ppo.slo import (
     simulated_slo,
     slo_teacher,
 )
-from agents.ppo.trainer import LeanTrainer
-from baselines.solvers.aggregated import aggregated_efficiency, aggregated_response_time
-from baselines.solvers.ctmc import GeneratorSolver
-from envs.scenarios import load_scenario
+from serverfarm_gym.agents.ppo.trainer import LeanTrainer
+from serverfarm_gym.baselines.solvers.aggregated import (
+    aggregated_efficiency,
+    aggregated_response_time,
+)
+from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
+from serverfarm_gym.envs.scenarios import load_scenario
 
 D = 0.9
 FARM = load_scenario("tiny-slo")
@@ -74,7 +77,7 @@ def test_a_zero_step_holds_the_multiplier():
 def test_the_multiplier_starts_at_the_lps_dual_price_in_the_rewards_units():
     """beta0 = mu / (1 + mu D), mu the SLO row's dual price: the LP optimum maximises
     ``E[(1 + mu D) W - mu N] / E[P]``, the env's ``W - eta P - beta N`` up to that factor."""
-    from baselines.solvers.slo_optimum import solve_slo
+    from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
 
     mu = solve_slo(FARM).info["dual_price"]
     beta0 = lp_multiplier(exact_space(FARM, "group"))
@@ -132,7 +135,7 @@ def test_a_pas_clone_is_measured_missing_the_slo_and_not_kept():
 def test_train_py_meets_the_slo_near_the_constrained_optimum(tmp_path):
     """The acceptance run: ``python train.py --scenario tiny-slo`` (seed 0, the derived
     settings) keeps a model whose sampling policy meets the SLO exactly and is within 0.2% of
-    the exact SLO-constrained optimum (baselines.solvers.slo_optimum); every kept model meets it."""
+    the exact SLO-constrained optimum (serverfarm_gym.baselines.solvers.slo_optimum); every kept model meets it."""
     import train
 
     summary = train.main(["--scenario", "tiny-slo", "--output-dir", str(tmp_path / "run"),
@@ -162,7 +165,7 @@ def test_simulated_measure_agrees_with_the_exact_one():
 
 
 def test_the_slo_start_is_the_requested_one_where_it_can_be():
-    """``--init`` of an SLO farm (derived: agents.common.farm_settings.slo_init): slo-optimal
+    """``--init`` of an SLO farm (derived: serverfarm_gym.agents.common.farm_settings.slo_init): slo-optimal
     where the chain is solved, slo-mix on request or (with a note) without the chain; a start
     that may miss the SLO is refused, naming the choices."""
     t, space = _trainer(), exact_space(FARM, "group")

@@ -1,4 +1,4 @@
-"""agents.ppo.train.LeanTrainer: the softened PAS clone keeps PAS's decisions, and the learning-rate
+"""serverfarm_gym.agents.ppo.train.LeanTrainer: the softened PAS clone keeps PAS's decisions, and the learning-rate
 schedule spans the whole run (so a resumed run continues it)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import torch
 
 pytest.importorskip("sb3_contrib")
 
-from agents.ppo.algorithm import LeanPPOConfig, masked_logits
-from agents.ppo.train import LeanTrainer
-from baselines.registry import make_policy
-from envs.scenarios import load_scenario
+from serverfarm_gym.agents.ppo.algorithm import LeanPPOConfig, masked_logits
+from serverfarm_gym.agents.ppo.train import LeanTrainer
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.envs.scenarios import load_scenario
 
 SMALL = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
 

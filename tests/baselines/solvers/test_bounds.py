@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.solvers.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
-from baselines.solvers.optimum import estimate_size, solve
-from envs.config import farm_from_dict
-from envs.scenarios import load_preset, random_farm
-from evaluation.references import reference_values
+from serverfarm_gym.baselines.solvers.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
+from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.scenarios import load_preset, random_farm
+from serverfarm_gym.evaluation.references import reference_values
 from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm, wide_farm_dict
 
 # exact optimal efficiencies from an independent solver (reference-farms data)
@@ -213,7 +213,7 @@ def test_the_limits_are_checked(bad):
 
 
 def test_evaluation_skips_a_refused_bound_with_the_reason(monkeypatch):
-    monkeypatch.setattr("baselines.solvers.bounds.MAX_BOUND_VARIABLES", 10)
+    monkeypatch.setattr("serverfarm_gym.baselines.solvers.bounds.MAX_BOUND_VARIABLES", 10)
     refs = reference_values(load_preset("tiny"), compute_optimum=False)
     assert refs["upper_bound"] is None
     assert "above the limit of 10 variables" in refs["upper_bound_reason"]

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from baselines.solvers.ctmc import (
+from serverfarm_gym.baselines.solvers.ctmc import (
     GeneratorSolver,
     evaluate_policy,
     n_full_states,
     occupancy_distribution,
 )
-from baselines.solvers.optimum import AggregatedSpace, evaluate_aggregated
-from envs.config import farm_from_dict
+from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, evaluate_aggregated
+from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.exact import random_small_farm, reference_farm
 
 # exact PAS efficiencies (smallest-index ties) of the reference farms, copied from the shared

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from baselines.optimal import OptimalPolicy
-from baselines.solvers.optimum import (
+from serverfarm_gym.baselines.optimal import OptimalPolicy
+from serverfarm_gym.baselines.solvers.optimum import (
     AggregatedSpace,
     brute_force,
     estimate_size,
@@ -18,8 +18,8 @@ from baselines.solvers.optimum import (
     solve_lp,
     solve_pi,
 )
-from envs.config import FarmConfig, farm_from_dict
-from envs.observation import group_action, hist_offsets, level_offsets
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.observation import group_action, hist_offsets, level_offsets
 from tests.helpers.exact import REFERENCE, random_small_farm, reference_farm, wide_farm_dict
 
 
@@ -260,7 +260,7 @@ def test_policy_iteration_scales_to_1e5_states():
 def test_a_refusal_of_an_astronomical_farm_shows_the_magnitude():
     # 10,000 groups: the aggregated LP's size has thousands of digits (the message printed all
     # of them, and Python cannot print past 4,300)
-    from envs.config import farm_from_dict
+    from serverfarm_gym.envs.config import farm_from_dict
 
     cfg = farm_from_dict(wide_farm_dict(10_000, 1, 10_000))
     with pytest.raises(ValueError, match=r"the aggregated LP has about 10\^30\d\d variables") as e:

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.solvers.pdr import (
+from serverfarm_gym.baselines.solvers.pdr import (
     DEFAULT_PIECES,
     PDRInfeasibleError,
     delay_lines,
@@ -21,9 +21,9 @@ from baselines.solvers.pdr import (
     routing_probabilities,
     solve_interval,
 )
-from envs.config import ConfigError
-from envs.geo import GeoConfig, geo_from_dict
-from envs.scenarios import load_geo_scenario
+from serverfarm_gym.envs.config import ConfigError
+from serverfarm_gym.envs.geo import GeoConfig, geo_from_dict
+from serverfarm_gym.envs.scenarios import load_geo_scenario
 
 T = 10.0  # interval length of the hand instances
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.solvers.aggregated import (
+from serverfarm_gym.baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_response_time,
     evaluate_aggregated,
 )
-from baselines.solvers.ctmc import evaluate_policy
-from baselines.solvers.optimum import solve_lp
-from envs.config import farm_from_dict
+from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
+from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.exact import random_small_farm, reference_farm
 
 

@@ -1,4 +1,4 @@
-"""The exact right-sizing chains (baselines.solvers.sleep_chain) against closed forms, brute force,
+"""The exact right-sizing chains (serverfarm_gym.baselines.solvers.sleep_chain) against closed forms, brute force,
 an independent per-server CTMC (tests/envs/test_sleep.py) and the simulator (tolerances from
 Student-t intervals over replications at 99.9%, fixed seeds)."""
 
@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from baselines.solvers.sleep_chain import (
+from serverfarm_gym.baselines.solvers.sleep_chain import (
     OFF,
     SETUP,
     SleepSpace,
@@ -20,8 +20,8 @@ from baselines.solvers.sleep_chain import (
     evaluate_table,
     solve_optimum,
 )
-from envs.config import farm_from_dict
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs.config import farm_from_dict
+from serverfarm_gym.envs.simulator import FarmSimulator
 from tests.helpers.sleep import SLEEP, exact_priority_chain, sleep_farm_dict
 
 REPLICATIONS = 12

@@ -8,15 +8,19 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.registry import make_policy
-from baselines.solvers.aggregated import (
+from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.baselines.solvers.aggregated import (
     AggregatedSpace,
     aggregated_response_time,
     evaluate_aggregated,
 )
-from baselines.solvers.optimum import solve_lp
-from baselines.solvers.slo_optimum import SLOInfeasibleError, min_response_time, solve_slo
-from envs.config import ConfigError, farm_from_dict
+from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.slo_optimum import (
+    SLOInfeasibleError,
+    min_response_time,
+    solve_slo,
+)
+from serverfarm_gym.envs.config import ConfigError, farm_from_dict
 from tests.helpers.exact import random_small_farm, reference_farm
 
 # unconstrained optima of the reference farms (independent exact solver; shared reference data)
@@ -221,7 +225,7 @@ def test_the_dual_price_is_the_optimums_sensitivity_to_the_slo():
     D as ``d rho* / dD = mu sum_m z(m) Lambda(m) = mu rho*`` (admitted = served work); checked
     by a central difference of step 1e-4 (its error O(h^2 rho''') is below 1e-8 relative here,
     the LP's tolerance 1e-10 / h below 1e-6)."""
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     farm = load_scenario("tiny-slo")
     opt = solve_slo(farm)

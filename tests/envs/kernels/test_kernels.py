@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs import kernels as kn
-from envs.config import FarmConfig, farm_from_dict
-from envs.kernels import layout, schema
-from envs.simulator import FarmSimulator
+from serverfarm_gym.envs import kernels as kn
+from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
+from serverfarm_gym.envs.kernels import layout, schema
+from serverfarm_gym.envs.simulator import FarmSimulator
 from tests.helpers.farms import pas_table
 
 REPO = Path(__file__).resolve().parents[3]
@@ -82,7 +82,7 @@ def test_bounded_calls_give_the_same_trajectory(size: str, general: bool, policy
 
 
 def _paper() -> FarmConfig:
-    from envs.scenarios import load_scenario
+    from serverfarm_gym.envs.scenarios import load_scenario
 
     return load_scenario("paper-100")
 
@@ -92,8 +92,8 @@ _SIGINT_SCRIPT = textwrap.dedent(
     import signal
     import sys
     import numpy as np
-    from envs.config import farm_from_dict
-    from envs.simulator import FarmSimulator
+    from serverfarm_gym.envs.config import farm_from_dict
+    from serverfarm_gym.envs.simulator import FarmSimulator
 
     # Python leaves SIGINT ignored when it starts ignored (a background job of a shell): restore
     # the handler that raises KeyboardInterrupt, as in any interactive run
@@ -149,10 +149,10 @@ def test_sigint_stops_a_long_run() -> None:
 _CALLEE_SCRIPT = textwrap.dedent(
     """
     import numba
-    from envs import kernels as kn
-    from envs.kernels import layout
-    from envs.config import farm_from_dict
-    from envs.simulator import FarmSimulator
+    from serverfarm_gym.envs import kernels as kn
+    from serverfarm_gym.envs.kernels import layout
+    from serverfarm_gym.envs.config import farm_from_dict
+    from serverfarm_gym.envs.simulator import FarmSimulator
 
     c = farm_from_dict({
         "groups": [{"name": "g", "count": 2, "service_rate": 1.0, "busy_power": 2.0,
@@ -171,7 +171,7 @@ _CALLEE_SCRIPT = textwrap.dedent(
 @pytest.mark.slow  # compiles packed_run twice in fresh processes (~30 CPU-s)
 def test_editing_a_callee_invalidates_the_cache(tmp_path: Path) -> None:
     """numba indexes a cached function by the stamp of its own file; the package's dispatchers
-    cache in a directory keyed on all of its source (envs.kernels.cache). In a copy of the
+    cache in a directory keyed on all of its source (serverfarm_gym.envs.kernels.cache). In a copy of the
     project: compile and cache ``packed_run``; reload it from the cache in a fresh process; edit
     ``recompute_rates`` (dispatch.py, called by packed.py's ``packed_run``) to add 1 to W; a
     fresh process must see the new W (a stale cache would print the old)."""
@@ -220,9 +220,9 @@ def test_editing_a_callee_invalidates_the_cache(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 def test_layout_module_is_generated_from_the_schema() -> None:
     """The committed envs/kernels/layout.py is exactly what the schema generates (after editing
-    the schema: ``python -m envs.kernels.schema``)."""
+    the schema: ``python -m serverfarm_gym.envs.kernels.schema``)."""
     assert schema.LAYOUT_FILE.read_text() == schema.generate(), (
-        "envs/kernels/layout.py differs from the schema: run python -m envs.kernels.schema"
+        "envs/kernels/layout.py differs from the schema: run python -m serverfarm_gym.envs.kernels.schema"
     )
 
 

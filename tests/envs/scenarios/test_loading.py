@@ -1,4 +1,4 @@
-"""envs.scenarios.loading: load_scenario from a file, a preset name, a dict or a config, and its
+"""serverfarm_gym.envs.scenarios.loading: load_scenario from a file, a preset name, a dict or a config, and its
 errors."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 import yaml
 
-from envs.config import ConfigError, farm_from_dict
-from envs.scenarios import load_preset, load_scenario
+from serverfarm_gym.envs.config import ConfigError, farm_from_dict
+from serverfarm_gym.envs.scenarios import load_preset, load_scenario
 from tests.helpers.farms import random_scenario_dict
 
 

@@ -1,4 +1,4 @@
-"""envs.scenarios.presets and envs.scenarios.files: the shipped presets load, have their
+"""serverfarm_gym.envs.scenarios.presets and serverfarm_gym.envs.scenarios.files: the shipped presets load, have their
 documented shapes, and are found in a source checkout and in an installed wheel's layout."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from envs.scenarios import PRESETS, geo_presets, load_preset, load_scenario
-from envs.scenarios import files as scenario_files
+from serverfarm_gym.envs.scenarios import PRESETS, geo_presets, load_preset, load_scenario
+from serverfarm_gym.envs.scenarios import files as scenario_files
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,13 +65,16 @@ def test_an_installed_layout_reads_the_data_package_first(tmp_path, monkeypatch)
 
 
 def test_the_wheel_maps_and_ships_every_scenario_file() -> None:
-    """pyproject.toml ships the data folder as the package envs.scenarios.data, with patterns that
+    """pyproject.toml ships the data folder as the package serverfarm_gym.envs.scenarios.data, with patterns that
     cover every file in it (so load_preset and the suites work from an installed package)."""
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
     setup = tool["setuptools"]
-    assert "envs.scenarios.data" in setup["packages"] and "scenarios" not in setup["packages"]
-    assert setup["package-dir"]["envs.scenarios.data"] == "scenarios"
-    patterns = setup["package-data"]["envs.scenarios.data"]
+    assert (
+        "serverfarm_gym.envs.scenarios.data" in setup["packages"]
+        and "scenarios" not in setup["packages"]
+    )
+    assert setup["package-dir"]["serverfarm_gym.envs.scenarios.data"] == "scenarios"
+    patterns = setup["package-data"]["serverfarm_gym.envs.scenarios.data"]
     shipped = {p.relative_to(ROOT / "scenarios") for p in (ROOT / "scenarios").rglob("*")
                if p.is_file()}  # fmt: skip
     covered = {p for p in shipped if any(p.match(pat) for pat in patterns)}

@@ -1,11 +1,11 @@
-"""envs.scenarios.random_farms: seeded random farms in the paper's style."""
+"""serverfarm_gym.envs.scenarios.random_farms: seeded random farms in the paper's style."""
 
 from __future__ import annotations
 
 import pytest
 
-from envs.config import ConfigError, JobSizeConfig
-from envs.scenarios import random_farm
+from serverfarm_gym.envs.config import ConfigError, JobSizeConfig
+from serverfarm_gym.envs.scenarios import random_farm
 
 
 def test_random_farm_is_seeded_and_valid() -> None:
