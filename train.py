@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serverfarm_gym.agents.common.checkpoints import atomic_write_json
+from serverfarm_gym.agents.common.checkpoints import atomic_write_json, read_evaluations
 from serverfarm_gym.agents.common.run_args import (
     DEFAULT_HYPERPARAMS,
     LeanArgs,
@@ -55,7 +55,11 @@ from serverfarm_gym.agents.common.run_checks import (
     make_output_dir,
 )
 from serverfarm_gym.agents.common.run_dir import RunDirLock, check_resume_identity
-from serverfarm_gym.agents.common.run_report import format_report, plot_learning_curves
+from serverfarm_gym.agents.common.run_report import (
+    format_report,
+    learning_progress,
+    plot_learning_curves,
+)
 from serverfarm_gym.agents.generalist.run import build_parser as build_generalist_parser
 from serverfarm_gym.agents.generalist.run import main as generalist_main
 from serverfarm_gym.agents.ppo.train import train_lean
@@ -102,6 +106,7 @@ def _train_locked(run: ResolvedRun) -> dict[str, Any]:
     else:
         summary = train_sb3(a, run.config)
     plot_learning_curves([out], out / "learning_curve.png")
+    summary["learning"] = learning_progress(summary, read_evaluations(out / "evaluations.jsonl"))
     summary["paths"]["learning_curve"] = str(out / "learning_curve.png")
     summary["total_wall_s"] = time.perf_counter() - t_start
     summary["total_cpu_s"] = time.process_time() - cpu_start

@@ -56,7 +56,7 @@ def main(kind: str, model: str | None = None) -> None:
     for name in sorted(POLICIES):
         if kind == "core" and name in NEEDS_TRAIN:
             try:
-                act(name, "missing.zip")
+                act(name, model)
             except ModuleNotFoundError as e:
                 assert "serverfarm-gym[train]" in str(e), e
                 assert (e.name or "").split(".")[0] in TRAIN_EXTRA_MODULES, e.name

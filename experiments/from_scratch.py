@@ -5,8 +5,9 @@ trainer needs to reach 99% and 99.9% of the optimum, and the gap it ends at.
 Two trainers, each from a random start:
 
 * ``lean``: train.py's default trainer (``serverfarm_gym.agents.ppo.algorithm.LeanPPO``) with the farm-derived
-  settings train.py uses (``serverfarm_gym.agents.ppo.algorithm.recommended``: 16 envs x 128 steps, minibatches of
-  128, 10 epochs, a discount horizon of one mean job duration);
+  settings train.py uses on these farms (``serverfarm_gym.agents.ppo.algorithm.recommended``, the same as
+  ``serverfarm_gym.agents.common.farm_settings`` derives for an exact farm: 16 envs x 128 steps, minibatches of
+  128, 10 epochs, the average-reward advantage without a discount);
 * ``sb3``: sb3-contrib ``MaskablePPO`` with its defaults (one env, 2,048 steps per rollout,
   minibatches of 64, 10 epochs, gamma 0.99) on ``TrainingWrapper(ServerFarmEnv)``.
 
@@ -49,6 +50,9 @@ from serverfarm_gym.evaluation.report import atomic_write, to_json
 
 #: the core suite's farms with an exact optimum (scenarios/suites/core.yaml)
 SCENARIOS = ("tiny", "small-1", "pas-gap", "speed-scaling")
+#: the other exact presets, run when named (``--scenarios small-2,small-3``; not suite rows)
+EXTRA_SCENARIOS = ("small-2", "small-3")
+ALL_SCENARIOS = SCENARIOS + EXTRA_SCENARIOS
 TRAINERS = ("lean", "sb3")
 THRESHOLDS = (0.99, 0.999)
 #: env steps between exact evaluations: one update of either trainer
@@ -100,12 +104,13 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
     return measure_now
 
 
-def lean_trainer(config: Any, seed: int) -> Any:
-    """A random-start ``LeanPPO`` with ``recommended(config)``, checked to update every
-    ``EVAL_EVERY`` steps."""
+def lean_trainer(config: Any, seed: int, **overrides: Any) -> Any:
+    """A random-start ``LeanPPO`` with ``recommended(config)`` (``overrides`` replace its
+    entries), checked to update every ``EVAL_EVERY`` steps."""
     from serverfarm_gym.agents.ppo.algorithm import LeanPPO, recommended
 
-    trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **recommended(config))
+    kw = recommended(config) | overrides
+    trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **kw)
     per = trainer.cfg.n_envs * trainer.cfg.n_steps
     if per != EVAL_EVERY:  # both trainers are evaluated on the same step grid
         raise ValueError(f"lean rollout of {per} steps, expected {EVAL_EVERY}")
@@ -303,7 +308,7 @@ def fmt_ci(v: tuple[float, float, float], digits: int, scale: float = 1.0) -> st
 def aggregate(
     cells: list[dict[str, Any]],
     refs: dict[str, dict[str, Any]],
-    scenarios: tuple[str, ...] = SCENARIOS,
+    scenarios: tuple[str, ...] = ALL_SCENARIOS,
     thresholds: tuple[float, ...] = THRESHOLDS,
     milestone: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -454,7 +459,7 @@ def plot_curves(cells: list[dict[str, Any]], refs: dict[str, Any], fig_dir: Path
     from matplotlib.figure import Figure
 
     paths = []
-    for scen in [s for s in SCENARIOS if any(c["scenario"] == s for c in cells)]:
+    for scen in [s for s in ALL_SCENARIOS if any(c["scenario"] == s for c in cells)]:
         fig = Figure(figsize=(6.0, 3.8))
         ax = fig.add_subplot()
         opt = refs[scen]["optimum"]
@@ -489,7 +494,7 @@ def plot_profiles(
     cells: list[dict[str, Any]],
     refs: dict[str, Any],
     fig_dir: Path,
-    scenarios: tuple[str, ...] = SCENARIOS,
+    scenarios: tuple[str, ...] = ALL_SCENARIOS,
     score: Callable[[dict[str, Any], dict[str, Any]], float] = _final_share,
     xlabel: str = "final exact efficiency / optimum (tau)",
     name: str = "from_scratch_profile.png",
@@ -591,11 +596,12 @@ def write_report(
 
 
 def parse_args(
-    argv: list[str] | None, prog: str, description: str, scenarios: tuple[str, ...], out: Path
-) -> argparse.Namespace:
-    """The study's options (``scenarios`` the allowed and default farms, ``out`` the default
-    results directory), checked: a bad one exits 2 naming it. ``scenarios`` and ``trainers``
-    come back as lists."""
+    argv: list[str] | None, prog: str, description: str, scenarios: tuple[str, ...], out: Path,
+    extra: tuple[str, ...] = (),
+) -> argparse.Namespace:  # fmt: skip
+    """The study's options (``scenarios`` the default farms, with ``extra`` the allowed ones,
+    ``out`` the default results directory), checked: a bad one exits 2 naming it.
+    ``scenarios`` and ``trainers`` come back as lists."""
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--scenarios", default=",".join(scenarios))
     p.add_argument("--trainers", default=",".join(TRAINERS))
@@ -609,7 +615,7 @@ def parse_args(
     ns = p.parse_args(argv)
     ns.scenarios, ns.trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
-        ("--scenarios", ns.scenarios, scenarios),
+        ("--scenarios", ns.scenarios, scenarios + extra),
         ("--trainers", ns.trainers, TRAINERS),
     ):
         bad = [x for x in got if x not in allowed]
@@ -640,7 +646,7 @@ def run_grid(ns: argparse.Namespace, run: Callable[..., dict[str, Any]]) -> None
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse_args(argv, "experiments/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
-                    Path("results/from_scratch"))  # fmt: skip
+                    Path("results/from_scratch"), EXTRA_SCENARIOS)  # fmt: skip
     if not ns.report:
         run_grid(ns, run_cell)
     return report(ns.out, ns.figure_dir, ns.min_seeds)

@@ -51,8 +51,14 @@ class Rules:
     server_actions_max_servers: int = 5
     #: discount horizon in mean job durations: gamma = 1 - 1 / (horizon x epochs per duration)
     horizon_durations: float = 4.0
-    #: "discounted" (GAE with the horizon's gamma) or "average" (differential, no discount)
-    advantage: str = "discounted"
+    #: "discounted" (GAE with the horizon's gamma) or "average" (differential, no discount) on
+    #: exactly evaluated farms without an SLO: the average reward per decision of W - eta P is
+    #: Dinkelbach's criterion, whose best policy is the most efficient one; a discount ranks
+    #: others best (tiny, gamma 0.9: a policy 1.1% below the optimum; serverfarm_gym.agents.ppo.criterion)
+    advantage: str = "average"
+    #: ... on the other farms (simulated, or with an SLO), where the average-reward advantage
+    #: is not measured
+    advantage_other: str = "discounted"
     gae_lambda: float = 0.95
     #: rollout: envs x steps per env, minibatch, epochs per rollout
     n_envs: int = 16
@@ -60,14 +66,22 @@ class Rules:
     batch_size: int = 256
     n_epochs: int = 10
     learning_rate: float = 3e-4
+    #: exactly evaluated farms without an SLO: 16 x 128 steps per rollout, minibatches of 128
+    #: (160 Adam steps per 2,048 samples: the signal per decision is strong on a small farm)
+    exact_n_steps: int = 128
+    exact_batch_size: int = 128
+    #: ... and their budget: 96 rollouts, within which the from-scratch study reaches 99.9% of
+    #: the optimum (docs/learning.md)
+    exact_total_timesteps: int = 196_608
     #: total steps = this many discount horizons of decisions, within [min, max]
     total_horizons: float = 15_000.0
     min_total_timesteps: int = 150_000
     max_total_timesteps: int = 1_000_000
     #: the policy cloned first (the selection's floor) on exactly evaluated farms: "pas",
-    #: "best-priority", "generalist" or "random" (a start at the searched table leaves PPO
-    #: less to find than PAS where PAS is far from the optimum; docs/training.md)
-    init: str = "best-priority"
+    #: "best-priority", "generalist" or "random" (from a random network the average-reward
+    #: trainer reaches 99.9% of the optimum on every exact farm of the study, docs/learning.md,
+    #: so the run shows what PPO learns rather than a clone's value)
+    init: str = "random"
     #: ... and on farms evaluated by simulation, where PPO's signal per decision is weak
     #: (from a PAS clone PPO may never get above PAS there; docs/training.md)
     init_simulated: str = "best-priority"
@@ -227,38 +241,59 @@ def derive_action_mode(config: FarmConfig, rules: Rules = RULES) -> tuple[str, s
 
 
 def _discount(
-    config: FarmConfig, action_mode: str, rules: Rules, why: dict[str, str]
-) -> tuple[int, float, float]:
-    """(train_scale, gamma, horizon in decisions): training settings follow the farm trained on
-    (the twin, for a large farm), evaluation windows and warm-ups the farm itself."""
+    config: FarmConfig, action_mode: str, rules: Rules, why: dict[str, str], small: bool
+) -> tuple[int, float, float, str]:
+    """(train_scale, gamma, horizon in decisions, advantage): training settings follow the farm
+    trained on (the twin, for a large farm), evaluation windows and warm-ups the farm itself;
+    ``small``: exactly evaluated, no SLO (``rules.advantage``, else ``rules.advantage_other``)."""
     epd = float(epochs_per_duration(config))
     scale, why["train_scale"] = train_scale(config, action_mode, rules)
     tepd = epd if scale == 1 else float(epochs_per_duration(config.scaled_down(scale)))
     horizon = rules.horizon_durations * tepd
     gamma = 1.0 - 1.0 / max(1.0 + 1e-9, horizon)
-    if rules.advantage == "average":
-        why["advantage"] = "average reward: the env's reward W - eta P is already Dinkelbach's"
+    advantage = rules.advantage if small else rules.advantage_other
+    if advantage == "average":
+        why["advantage"] = (
+            "average reward (differential GAE, no discount): on an exactly evaluated farm the "
+            "average of W - eta P per decision at eta = the policy's efficiency ranks the most "
+            "efficient policy best (Dinkelbach); a discount ranks others best "
+            "(serverfarm_gym.agents.ppo.criterion)"
+        )
         why["gamma"] = "unused by the average-reward advantage (stored for reference)"
     else:
-        why["advantage"] = "discounted GAE"
+        why["advantage"] = (
+            "discounted GAE (simulated farm or SLO: the average-reward advantage is measured "
+            "on the exact farms only)"
+        )
         why["gamma"] = (
             f"1 - 1/({rules.horizon_durations:g} durations x {tepd:.3g} epochs per duration): "
             f"a horizon of {rules.horizon_durations:g} mean job durations"
         )
     why["gae_lambda"] = "fixed (RULES)"
-    return scale, gamma, horizon
+    return scale, gamma, horizon, advantage
 
 
-def _rollouts(horizon: float, rules: Rules, why: dict[str, str]) -> tuple[int, int]:
-    """(steps per rollout, total timesteps in whole rollouts)."""
-    per = rules.n_envs * rules.n_steps
+def _rollouts(horizon: float, rules: Rules, why: dict[str, str],
+              small: bool) -> tuple[int, int, int, int]:  # fmt: skip
+    """(steps per rollout, total timesteps in whole rollouts, n_steps, batch_size); ``small``:
+    an exactly evaluated farm without an SLO (its own rollout and budget)."""
+    n_steps = rules.exact_n_steps if small else rules.n_steps
+    batch = rules.exact_batch_size if small else rules.batch_size
+    per = rules.n_envs * n_steps
     rollout = (
-        f"fixed (RULES): {rules.n_envs} x {rules.n_steps} = {per:,} steps per rollout, "
-        f"{per // rules.batch_size} minibatches x {rules.n_epochs} epochs"
+        f"fixed (RULES{', exact farm' if small else ''}): {rules.n_envs} x {n_steps} = {per:,} "
+        f"steps per rollout, {per // batch} minibatches x {rules.n_epochs} epochs"
     )
     for k in ("n_envs", "n_steps", "batch_size", "n_epochs"):
         why[k] = rollout
     why["learning_rate"] = "fixed (RULES), decaying linearly to 0 over the run"
+    if small:
+        why["total_timesteps"] = (
+            f"exact farm: {rules.exact_total_timesteps:,} steps ({rules.exact_total_timesteps // per}"
+            " rollouts), within which the from-scratch study reaches 99.9% of the optimum "
+            "(docs/learning.md)"
+        )
+        return per, _whole_rollouts(rules.exact_total_timesteps, per), n_steps, batch
     total = _whole_rollouts(
         _clamp(
             rules.total_horizons * horizon, rules.min_total_timesteps, rules.max_total_timesteps
@@ -269,7 +304,7 @@ def _rollouts(horizon: float, rules: Rules, why: dict[str, str]) -> tuple[int, i
         f"{rules.total_horizons:g} horizons of {horizon:.3g} decisions, within "
         f"[{rules.min_total_timesteps:,}, {rules.max_total_timesteps:,}], whole rollouts"
     )
-    return per, total
+    return per, total, n_steps, batch
 
 
 #: why each --init policy is cloned first (the reason printed with a derived init)
@@ -401,9 +436,10 @@ def derive_settings(
     else:
         check_action_mode(action_mode)
         why["action_mode"] = "given"
-    scale, gamma, horizon = _discount(config, action_mode, rules, why)
-    per, total = _rollouts(horizon, rules, why)
     reason = exact_unsupported_reason(config, rules.exact_max_states)
+    small = reason is None and config.slo is None
+    scale, gamma, horizon, advantage = _discount(config, action_mode, rules, why, small)
+    per, total, n_steps, batch = _rollouts(horizon, rules, why, small)
     init = _init(config, action_mode, reason is None, rules, why)
     evaluation = _evaluation(config, rules, reason, total, per, why)
     warmup = int(_clamp(math.ceil(rules.warmup_durations * epd), rules.warmup_min_epochs,
@@ -415,12 +451,12 @@ def derive_settings(
     why["checkpoint_freq"] = f"about {rules.checkpoints_per_run} checkpoints per run"
     return FarmSettings(
         action_mode=action_mode,
-        advantage=rules.advantage,
+        advantage=advantage,
         gamma=gamma,
         gae_lambda=rules.gae_lambda,
         n_envs=rules.n_envs,
-        n_steps=rules.n_steps,
-        batch_size=rules.batch_size,
+        n_steps=n_steps,
+        batch_size=batch,
         n_epochs=rules.n_epochs,
         learning_rate=rules.learning_rate,
         total_timesteps=total,

@@ -17,15 +17,89 @@ from serverfarm_gym.evaluation.paired import EXACT_RTOL, PairedComparison
 from serverfarm_gym.evaluation.report import save_figure
 
 __all__ = [
+    "MIN_SHARE",
     "check_against_start",
+    "check_learning",
     "check_slo",
     "describe_change",
+    "describe_learning",
     "describe_slo",
     "format_report",
+    "learning_progress",
     "plot_learning_curves",
     "provenance",
     "start_label",
 ]
+
+
+#: on a farm with an exact optimum, ``--check`` fails a run whose kept or final model has less
+#: than this share of it (a learning test: from a random network the default trainer gets there)
+MIN_SHARE = 0.99
+#: the shares of the optimum whose first evaluation the report names
+THRESHOLDS = (0.99, 0.999)
+
+
+def learning_progress(s: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The summary's ``learning`` block where the optimum is known (None otherwise): the share
+    of the optimum at the first three evaluations and at the last, of the kept and the final
+    model, the first evaluated step at each of ``THRESHOLDS`` (None: not reached) and
+    ``min_share`` (``MIN_SHARE``, what ``--check`` asks of the kept and the final model)."""
+    opt = s.get("references", {}).get("optimum")
+    if opt is None or not history or s.get("slo") is not None:
+        return None
+
+    def share(e: float) -> float:
+        return float(e) / float(opt)
+
+    points = [(int(h["timesteps"]), share(h["efficiency"])) for h in history]
+    return {
+        "optimum": float(opt),
+        "first": points[:3],
+        "last": points[-1],
+        "kept_share": share(s["best"]["efficiency"]),
+        "final_share": share(s["final"]["efficiency"]),
+        "steps_to": {
+            f"{t:g}": next((steps for steps, sh in points if sh >= t - 1e-12), None)
+            for t in THRESHOLDS
+        },
+        "evaluated_to": points[-1][0],
+        "min_share": MIN_SHARE,
+    }
+
+
+def describe_learning(block: dict[str, Any]) -> list[str]:
+    """The report's lines of the ``learning`` block: the shares of the optimum at the first
+    evaluations and at the end, and the steps to each threshold."""
+    first = ", ".join(f"{100 * sh:.2f}% ({steps:,})" for steps, sh in block["first"])
+    steps_to = "; ".join(
+        f"to {100 * float(t):g}%: "
+        + (f"{v:,} steps" if v is not None else f"not reached in {block['evaluated_to']:,} steps")
+        for t, v in block["steps_to"].items()
+    )
+    return [
+        f"  learning: share of the optimum at the first evaluations (steps) {first}; at the "
+        f"end {100 * block['last'][1]:.2f}% ({block['last'][0]:,})",
+        f"  steps to the optimum's share (first evaluation there) {steps_to}",
+        f"  kept model {100 * block['kept_share']:.3f}% of the optimum, final model "
+        f"{100 * block['final_share']:.3f}%",
+    ]
+
+
+def check_learning(s: dict[str, Any]) -> list[str]:
+    """What is wrong with a run's learning (empty: nothing): on a farm with an exact optimum,
+    the kept or the final model below ``min_share`` of it."""
+    block = s.get("learning")
+    if not block:
+        return []
+    out = []
+    for what in ("kept", "final"):
+        sh = float(block[f"{what}_share"])
+        if sh < float(block["min_share"]):
+            out.append(
+                f"the {what} model has {100 * sh:.3f}% of the exact optimum, below "
+                f"{100 * float(block['min_share']):g}%"
+            )
+    return out
 
 
 def _fmt(est: dict[str, Any]) -> str:
@@ -168,6 +242,8 @@ def format_report(s: dict[str, Any]) -> str:
     if refs["upper_bound"] is not None:
         lines.append(f"  {'upper bound (relaxation)':<30} efficiency {refs['upper_bound']:.6f}")
     lines.append(_gap_line(s, "PPO" if ppo_kept else "start", slo is not None))
+    if s.get("learning"):
+        lines += describe_learning(s["learning"])
     if s.get("verdict"):  # the lean trainer's paired comparison (exact, or on fresh seeds)
         kept = "PPO (best model)" if ppo_kept else f"the start ({label})"
         vs = "PAS" if slo is None else "PAS (argmax, no SLO)"
@@ -242,6 +318,13 @@ def _ok_line(s: dict[str, Any]) -> str:
     label = start_label(prov["start"]["teacher"])
     slo = s.get("slo")
     if slo is None:
+        learned = s.get("learning")
+        if learned:
+            return (
+                f"kept {what}; not below the start ({label}); kept and final models at "
+                f"{100 * learned['kept_share']:.3f}% and {100 * learned['final_share']:.3f}% of "
+                f"the exact optimum (>= {100 * learned['min_share']:g}%)"
+            )
         return f"kept {what}; not below the start ({label})"
     k = slo["kept"]
     return (
@@ -253,7 +336,8 @@ def _ok_line(s: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m serverfarm_gym.agents.common.run_report --check runs/tiny-server-s0/summary.json``: exit 1 (and
-    say why) when the run's result is below its start, 0 otherwise."""
+    say why) when the run's result is below its start, or (a farm with an exact optimum) its
+    kept or final model below ``MIN_SHARE`` of the optimum; 0 otherwise."""
     import argparse
 
     p = argparse.ArgumentParser(
@@ -270,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         # the final model's sampling policy is not measured against the SLO
         p.error("--final-too: an SLO run's summary measures only its kept model against the "
                 "SLO; drop --final-too")  # fmt: skip
-    problems = check_against_start(s, ns.final_too)
+    problems = check_against_start(s, ns.final_too) + check_learning(s)
     for msg in problems:
         print(f"{path}: {msg}", file=sys.stderr)
     if not problems:

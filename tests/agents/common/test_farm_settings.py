@@ -175,9 +175,9 @@ def test_scaled_down_inverts_scaled():
         tiny.scaled_down(0)
 
 
-def test_init_is_best_priority_on_exact_and_simulated_farms():
+def test_init_is_random_on_exact_farms_and_best_priority_on_simulated_farms():
     st = derive_settings(load_scenario("tiny"))
-    assert st.init == "best-priority" and "exactly evaluated farm" in st.reasons["init"]
+    assert st.init == "random" and "exactly evaluated farm" in st.reasons["init"]
     assert derive_settings(load_scenario("tiny"), rules=Rules(init="pas")).init == "pas"
     st = derive_settings(load_scenario("paper-100"))
     assert st.init == "best-priority" and "simulated farm" in st.reasons["init"]
@@ -210,4 +210,31 @@ def test_a_farm_with_an_slo_derives_the_start_training_clones() -> None:
     assert derive_settings(farm, "group").init == "slo-optimal"
     erlang = farm.with_job_size({"distribution": "erlang", "k": 3})  # no exact chain
     assert derive_settings(erlang).init == slo_init(erlang, "server") == "slo-mix"
-    assert derive_settings(load_scenario("tiny")).init == "best-priority"  # no SLO: the rules'
+    assert derive_settings(load_scenario("tiny")).init == "random"  # no SLO: the rules'
+
+
+@pytest.mark.parametrize(
+    "name", ["tiny", "small-1", "small-2", "small-3", "pas-gap", "speed-scaling"]
+)
+def test_exact_farms_train_the_average_reward_from_random(name):
+    """Exactly evaluated farms without an SLO: the average-reward advantage (no horizon bias,
+    serverfarm_gym.agents.ppo.criterion), a random start, the rollout and budget of the from-scratch study
+    (serverfarm_gym.agents.ppo.config.recommended's small-farm settings, docs/learning.md)."""
+    from serverfarm_gym.agents.ppo.config import recommended
+
+    config = load_scenario(name)
+    st = derive_settings(config)
+    rec = recommended(config)
+    assert (st.advantage, st.init, st.eval_exact) == ("average", "random", True)
+    assert (st.n_envs, st.n_steps, st.batch_size, st.n_epochs) == tuple(
+        rec[k] for k in ("n_envs", "n_steps", "batch_size", "n_epochs")
+    )
+    assert rec["advantage"] == "average"
+    assert st.total_timesteps == RULES.exact_total_timesteps <= 200_000
+
+
+@pytest.mark.parametrize("name", ["paper-100", "tiny-slo"])
+def test_simulated_and_slo_farms_keep_the_discount(name):
+    st = derive_settings(load_scenario(name))
+    assert st.advantage == "discounted" and st.init != "random"
+    assert (st.n_steps, st.batch_size) == (RULES.n_steps, RULES.batch_size)

@@ -53,10 +53,10 @@ def test_the_farm_is_loaded_and_derived_once(monkeypatch):
 
     monkeypatch.setattr(run_args, "load_scenario", counting_load)
     monkeypatch.setattr(run_args, "derive_settings", counting_derive)
-    run = resolve_args(["--scenario", "small-2", "--action-mode", "group", "--n-steps", "128"])
+    run = resolve_args(["--scenario", "small-2", "--action-mode", "group", "--n-steps", "64"])
     assert calls == {"load": 1, "derive": 1}
     assert run.config.name == load_scenario("small-2").name
-    assert run.derived["overridden"] == {"n_steps": 128}
+    assert run.derived["overridden"] == {"n_steps": 64}
     assert run.derived["reasons"]["action_mode"] == "given"  # small-2 derives server actions
 
 

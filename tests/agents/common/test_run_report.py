@@ -10,7 +10,15 @@ import re
 
 import pytest
 
-from serverfarm_gym.agents.common.run_report import check_against_start, format_report, main
+from serverfarm_gym.agents.common.run_report import (
+    MIN_SHARE,
+    check_against_start,
+    check_learning,
+    describe_learning,
+    format_report,
+    learning_progress,
+    main,
+)
 
 # the patterns .ci/run greps (the exact line formats of the report)
 START_LINE = r"^  start \([a-z-]+ (clone|init)\) +efficiency [0-9.]+ \(exact\)$"
@@ -233,3 +241,53 @@ def test_the_check_of_an_slo_run_judges_its_slo_block(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:  # the final model's sampling policy is not measured
         main(["--check", str(path), "--final-too"])
     assert exc.value.code == 2 and "--final-too: an SLO run" in capsys.readouterr().err
+
+
+# the learning lines (a farm with an exact optimum), new in the report
+LEARNING_LINE = (
+    r"^  learning: share of the optimum at the first evaluations \(steps\) [0-9.]+% \(0\)"
+    r"(, [0-9.]+% \([0-9,]+\))*; at the end [0-9.]+% \([0-9,]+\)$"
+)
+STEPS_TO_LINE = (
+    r"^  steps to the optimum's share \(first evaluation there\) to 99%: ([0-9,]+ steps|not "
+    r"reached in [0-9,]+ steps); to 99\.9%: ([0-9,]+ steps|not reached in [0-9,]+ steps)$"
+)
+SHARES_LINE = r"^  kept model [0-9.]+% of the optimum, final model [0-9.]+%$"
+
+
+def _history(shares: list[float], every: int = 2048) -> list[dict]:
+    return [{"timesteps": i * every, "efficiency": sh * 0.328931} for i, sh in enumerate(shares)]
+
+
+def test_the_learning_block_names_the_first_shares_and_the_steps_to_each_threshold() -> None:
+    s = _summary(0.0)
+    block = learning_progress(s, _history([0.92, 0.995, 0.9992, 0.998, 1.0]))
+    assert block["first"] == [(0, pytest.approx(0.92)), (2048, pytest.approx(0.995)),
+                              (4096, pytest.approx(0.9992))]  # fmt: skip
+    assert block["steps_to"] == {"0.99": 2048, "0.999": 4096}
+    assert block["kept_share"] == pytest.approx(1.0) and block["min_share"] == MIN_SHARE
+    s["learning"] = block
+    text = format_report(s)
+    for pattern in (LEARNING_LINE, STEPS_TO_LINE, SHARES_LINE):
+        assert len(_matches(pattern, text)) == 1, pattern
+    never = learning_progress(s, _history([0.9, 0.95]))
+    assert never["steps_to"] == {"0.99": None, "0.999": None}
+    assert "to 99%: not reached in 2,048 steps" in "\n".join(describe_learning(never))
+    # no optimum (a simulated farm), or an SLO run: no block
+    assert learning_progress(s | {"references": s["references"] | {"optimum": None}}, []) is None
+
+
+def test_the_check_fails_a_kept_or_final_model_below_99_percent_of_the_optimum(
+    tmp_path, capsys
+) -> None:
+    s = _summary(0.0)
+    s["learning"] = learning_progress(s, _history([0.92, 1.0]))
+    assert check_learning(s) == []
+    s["final"] |= {"efficiency": 0.985 * 0.328931}
+    s["learning"] = learning_progress(s, _history([0.92, 1.0]))
+    (msg,) = check_learning(s)
+    assert msg == "the final model has 98.500% of the exact optimum, below 99%"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(s))
+    assert main(["--check", str(path)]) == 1
+    assert "below 99%" in capsys.readouterr().err
