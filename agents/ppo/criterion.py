@@ -34,8 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from serverfarm_gym.agents.ppo.config import auto_gamma
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, full_states, n_full_states
 from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.references import reference_values
 
 __all__ = ["DecisionMDP", "PolicyOptimum", "average_reward", "best_policy", "decision_mdp"]
 
@@ -216,10 +219,6 @@ def criterion_table(names: list[str], horizons: tuple[float, ...] = (1.0, 4.0)) 
     """Markdown: per farm (group actions) the exact optimum and the share of it of the policy
     each criterion ranks best at its fixed point eta: the average reward, and the discounts of
     ``horizons`` mean job durations (``serverfarm_gym.agents.ppo.config.auto_gamma``)."""
-    from serverfarm_gym.agents.ppo.config import auto_gamma
-    from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.references import reference_values
-
     head = ["farm", "states", "optimum (LP)", "average reward"]
     head += [f"discount, {h:g} duration{'s' * (h != 1)} (gamma)" for h in horizons]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
