@@ -65,3 +65,22 @@ def test_sb3_vec_envs(cls: type) -> None:
         assert obs.shape == (2, 6) and rewards.shape == (2,) and not dones.any()
         assert all(not i["invalid_action"] for i in infos)
     venv.close()
+
+
+def test_maskable_ppo_finds_the_masks_without_an_action_masker() -> None:
+    # docs/ecosystem.md: MaskablePPO needs no ActionMasker on gym.make's wrapped env; its vector
+    # env reaches action_masks() through the wrappers, and the masks it gets are the env's own
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+
+    model = sb3_contrib.MaskablePPO(
+        "MlpPolicy", gym.make("serverfarm_gym:ServerFarm-v0", scenario="tiny"), n_steps=64,
+        batch_size=32, seed=0,
+    )  # fmt: skip
+    assert is_masking_supported(model.env)
+    model.env.reset()
+    masks = get_action_masks(model.env)
+    inner = model.env.envs[0].unwrapped
+    np.testing.assert_array_equal(masks[0], inner.action_masks())
+    assert masks[0].any()
+    model.learn(128)
