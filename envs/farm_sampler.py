@@ -1,6 +1,6 @@
 """A wide distribution over farms, for training and testing policies that must work on any farm.
 
-``serverfarm_gym.envs.random_farm`` draws experiment 1's family (2-4 groups of 1-3 servers, buffers 1-3; kept
+``serverfarm_gym.envs.random_farm`` draws the random_farm family (2-4 groups of 1-3 servers, buffers 1-3; kept
 fixed so that its results stay comparable). :func:`sample_farm` draws from a much wider family,
 described by a :class:`FarmDistribution` (every range is a field, validated once):
 

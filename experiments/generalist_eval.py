@@ -12,7 +12,7 @@ measured or searched on it. Five parts:
 by training, apart from the validation seeds) with exponential sizes and a per-server chain of at
 most 5,000 states. Per farm, exactly (stationary efficiency of the per-server CTMC, server mode):
 the generalist, PAS, best-priority (its exact search, default settings) and the optimum
-(``serverfarm_gym.baselines.solvers.optimum``). The same on experiment 1's farms (``random_farm(seed)``, seeds
+(``serverfarm_gym.baselines.solvers.optimum``). The same on the random_farm test farms (``random_farm(seed)``, seeds
 ``0..n-1``; training never draws that family).
 
 **Held-out mid-size farms, paired simulation** (``mid``): the first ``--n-mid`` draws of
@@ -24,7 +24,7 @@ validation`` draws them from :data:`MID_VALIDATION_SEEDS` instead, a disjoint he
 on which variants of the main network can be compared and chosen without the evaluation's farms.
 ``--exact-seeds validation`` does the same for the exact part: sampled farms from
 :data:`EXACT_VALIDATION_SEEDS` (the held-out seeds before :data:`EVAL_SEEDS`, where the training
-commands' validation farms lie) and experiment 1's family from :data:`RANDOM_VALIDATION_SEEDS`.
+commands' validation farms lie) and the random_farm family from :data:`RANDOM_VALIDATION_SEEDS`.
 ``--exact-seeds training`` draws both from the training seeds instead, in the order
 ``exact_tune --sampled-farms N --random-farms N`` reads them (the sampler's seeds 0.. and
 ``RANDOM_FARM_TRAIN_SEEDS``): for an expert tuned that way, its fit on the farms it was tuned
@@ -97,7 +97,7 @@ EVAL_SEEDS = range(HELD_OUT_SEEDS.start + 10_000_000, HELD_OUT_SEEDS.start + 20_
 #: held-out sampler seeds of exact validation farms (choosing among variants of the small-farm
 #: expert; never reported as the evaluation's): the validation farms of the training commands
 EXACT_VALIDATION_SEEDS = range(HELD_OUT_SEEDS.start, EVAL_SEEDS.start)
-#: seeds of ``random_farm`` for validation: experiment 1's are 0.., training's
+#: seeds of ``random_farm`` for validation: the test farms' are 0.., training's
 #: ``RANDOM_FARM_TRAIN_SEEDS`` (1,000,000..)
 RANDOM_VALIDATION_SEEDS = range(2_000_000, 3_000_000)
 #: held-out sampler seeds of the mid-size farms (paired simulation against PAS)
@@ -111,7 +111,7 @@ MAX_STATES = 5_000
 #: (sampled seeds, random_farm seeds) of the exact farms: the evaluation's (``test``), the
 #: validation's and the training's (the ranges ``exact_tune`` reads, in its order, so
 #: ``training`` scores a tuned expert on the farms it was tuned on: its fit, not its reach);
-#: experiment 1's random_farm seeds are those below the training ones
+#: the random_farm test seeds are those below the training ones
 EXACT_SEED_RANGES = {
     "test": (EVAL_SEEDS, range(RANDOM_FARM_TRAIN_SEEDS.start)),
     "validation": (EXACT_VALIDATION_SEEDS, RANDOM_VALIDATION_SEEDS),
@@ -129,7 +129,7 @@ def exact_farms(n: int, family: str, seeds: str = "test") -> list[FarmConfig]:
     """The first ``n`` farms of ``family`` that the exact measure and the optimum can handle.
     ``sampled``: draws of the sampler from :data:`EVAL_SEEDS` (``seeds="test"``),
     :data:`EXACT_VALIDATION_SEEDS` (``"validation"``) or its training seeds 0..
-    (``"training"``); ``random``: ``random_farm`` from experiment 1's seeds 0.., from
+    (``"training"``); ``random``: ``random_farm`` from the random_farm test seeds 0.., from
     :data:`RANDOM_VALIDATION_SEEDS` or from ``RANDOM_FARM_TRAIN_SEEDS``."""
     if seeds not in EXACT_SEED_RANGES:
         raise ValueError(f"seeds: must be one of {sorted(EXACT_SEED_RANGES)}, got {seeds!r}")
@@ -398,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--exact-seeds",
         choices=tuple(EXACT_SEED_RANGES),
         default="test",
-        help="the exact farms: EVAL_SEEDS and experiment 1's seeds 0.. (test), "
+        help="the exact farms: EVAL_SEEDS and the random_farm test seeds 0.. (test), "
         "EXACT_VALIDATION_SEEDS and RANDOM_VALIDATION_SEEDS (validation), or the training "
         "seeds exact_tune reads, in its order (training: a tuned expert's fit)",
     )

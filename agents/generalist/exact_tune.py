@@ -26,7 +26,7 @@ Adam, a few epochs from the distilled expert.
 Farms: the small-farm stream's training seeds that the exact teacher takes
 (:func:`serverfarm_gym.agents.generalist.labels.exact_seeds`), with ``--sampled-farms`` the default sampler's
 training seeds and with ``--random-farms`` ``random_farm``'s training seeds (from 1,000,000;
-experiment 1's farms are its seeds from 0), each that the expert reads (exponential sizes, no
+the random_farm test farms are its seeds from 0), each that the expert reads (exponential sizes, no
 sleep, a chain of at most ``small.max_states`` states): no labels, so any number of farms costs
 only their solves, a few milliseconds each. Held-out seeds are never drawn.
 

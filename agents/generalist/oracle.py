@@ -61,8 +61,8 @@ def oracle_dataset(
     refused) and ``"agrees_with_pas"`` (share of labels equal to PAS's anchor action).
 
     ``family``: ``"sampler"`` (draws of the trainer's farm distribution) or ``"mixed"`` (every
-    other farm from ``serverfarm_gym.envs.scenarios.random_farm``, experiment 1's family, with seeds in
-    :data:`RANDOM_FARM_TRAIN_SEEDS`, far from the seeds 0-99 that experiment 1 and the zero-shot
+    other farm from ``serverfarm_gym.envs.scenarios.random_farm``, the random_farm family, with seeds in
+    :data:`RANDOM_FARM_TRAIN_SEEDS`, far from the seeds 0-99 that the random_farm test farms and the zero-shot
     evaluation use and from the user-farm seeds of docs/training.md).
     """
     if family not in ORACLE_FAMILIES:
