@@ -1,4 +1,8 @@
-"""How the generalist (``serverfarm_gym.agents.generalist.policy``) is trained.
+"""How the token network of ``generalist-checked`` (:mod:`serverfarm_gym.agents.generalist.network`,
+served by :mod:`~serverfarm_gym.agents.generalist.token_policy` behind the per-farm check of
+:mod:`~serverfarm_gym.agents.generalist.guard`; weights ``models/generalist.pt``) is trained.
+The table network of ``generalist`` (``policy``, ``table_net``) is trained by ``table_train``
+and ``exact_expert`` instead.
 
 :class:`GeneralistTrainer` is PPO with domain randomisation: each rollout runs ``farms`` farms
 drawn by ``serverfarm_gym.envs.farm_sampler.sample_farm`` (seeds below the held-out range), each as a native
