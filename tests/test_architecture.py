@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -85,10 +86,8 @@ def graph() -> dict[str, set[str]]:
     """Module -> modules it imports (a package's ``__init__`` counted as its own module), read
     by grimp from the installed layout of tools/static_checks.py: grimp walks folders and cannot
     follow package-dir, and a fresh process keeps this one's imports apart."""
-    spec = ROOT / "tools" / "static_checks.py"
-    layout = subprocess.run([sys.executable, "-c", f"import runpy; print(runpy.run_path({str(spec)!r})['lay_out']())"],
-                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": layout}
+    layout = runpy.run_path(str(ROOT / "tools" / "static_checks.py"))["lay_out"]()
+    env = {**os.environ, "PYTHONPATH": str(layout)}
     out = subprocess.run([sys.executable, "-c", _GRAPH], cwd=layout, env=env,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     return {m: set(deps) for m, deps in json.loads(out).items()}

@@ -183,7 +183,7 @@ class LeanPPO:
         work = energy = area = 0.0
         accepted = 0
         for t in range(T):
-            mask = torch.from_numpy(venv.action_masks()).bool()
+            mask = torch.from_numpy(venv.action_masks())
             accepted += int(mask.any(-1).sum())  # an arrival with a vacancy is admitted
             with torch.no_grad():
                 logits, v = self.forward(obs)
@@ -366,6 +366,7 @@ class LeanPPO:
             act_l.append(np.asarray(a, dtype=np.int64))
             self._obs = self.venv.step(a)[0]
         X = torch.from_numpy(np.concatenate(obs_l))
+        # the env's masks are int8 0/1; torch.where below takes a boolean condition
         M = torch.from_numpy(np.concatenate(mask_l)).bool()
         Y = torch.from_numpy(np.concatenate(act_l))
         opt = torch.optim.Adam(self.policy.parameters(), lr=lr)

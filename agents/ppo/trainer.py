@@ -82,7 +82,7 @@ class LeanTrainer(LeanPPO):
             obs_l.append(self._obs)
             mask_l.append(m)
             self._obs = self.venv.step(a)[0]
-        masks = torch.from_numpy(np.concatenate(mask_l)).bool()
+        masks = torch.from_numpy(np.concatenate(mask_l))
         keep = masks.sum(-1) >= 2
         if not bool(keep.any()):
             return 1.0
