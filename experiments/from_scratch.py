@@ -46,7 +46,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from serverfarm_gym.evaluation.report import atomic_write, to_json
+from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
 #: the core suite's farms with an exact optimum (scenarios/suites/core.yaml)
 SCENARIOS = ("tiny", "small-1", "pas-gap", "speed-scaling")
@@ -65,7 +65,7 @@ ROWS_FILE = "leaderboard_rows.json"
 
 
 def _warmup(config: Any) -> int:
-    from serverfarm_gym.evaluation.harness import epochs_per_duration
+    from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
     return max(1_000, math.ceil(50 * epochs_per_duration(config)))  # as train.py
 
@@ -94,7 +94,7 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
     """The exact efficiency (``serverfarm_gym.evaluation.exact``) of the deterministic policy ``predictor()``."""
 
     def measure_now() -> tuple[float]:
-        from serverfarm_gym.evaluation.measure import measure
+        from serverfarm_gym.evaluation.efficiency import measure
 
         est = measure(predictor(), config, action_mode=ACTION_MODE, method="exact")
         if est is None:
@@ -238,7 +238,7 @@ def write_cell(out: Path, cell: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------------------------
 def _references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
 
     refs = {}

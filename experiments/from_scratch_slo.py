@@ -142,7 +142,7 @@ def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> d
 def references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     """Per scenario: D, the exact SLO-constrained optimum (``optimum``) and its E[T], and the
     unconstrained optimum for scale."""
-    from serverfarm_gym.baselines.solvers.optimum import solve_lp
+    from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
     from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
 
     refs = {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
 __all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "LeanPPOConfig", "auto_gamma", "recommended"]
 

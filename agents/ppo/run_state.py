@@ -11,7 +11,7 @@ from serverfarm_gym.agents.ppo import slo as slo_training
 from serverfarm_gym.agents.ppo.trainer import LeanTrainer
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.symmetry import GroupView
-from serverfarm_gym.evaluation.measure import References
+from serverfarm_gym.evaluation.efficiency import References
 from serverfarm_gym.evaluation.paired import BestModelSelector, PairedEvaluator
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)

@@ -11,7 +11,7 @@ from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
 from serverfarm_gym.baselines.priority import PriorityPolicy
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.efficiency import Estimate, References
 from serverfarm_gym.evaluation.paired import PairedEvaluator, compare
 from serverfarm_gym.evaluation.references import reference_values
 
