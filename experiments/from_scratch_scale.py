@@ -71,6 +71,36 @@ def _evaluator(config: Any, durations: float, reps: int, seed0: int) -> Any:
     return run
 
 
+def decisions(predict: Any, config: Any, pas: Any, steps: int = 2_000, seed: int = 123) -> dict:
+    """What the policy ``predict(obs, masks)`` does where PAS would act otherwise: on 8 envs
+    driven by the policy for ``steps`` decisions (after the env's own warm-up), the share of
+    decisions where it picks PAS's group, and the mean occupancy level (jobs already at the
+    receiving server) that it and PAS choose."""
+    from serverfarm_gym.envs.vector import ServerFarmVectorEnv
+
+    env = ServerFarmVectorEnv(num_envs=8, scenario=config, action_mode=ACTION_MODE)
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(config.buffers))[:-1]])
+
+    def group(a: np.ndarray) -> np.ndarray:
+        return np.searchsorted(offsets, a, "right") - 1
+
+    obs, _ = env.reset(seed=seed)
+    same = total = 0
+    levels: dict[str, list[np.ndarray]] = {"policy": [], "pas": []}
+    for _ in range(steps):
+        masks = env.action_masks()
+        a = np.asarray(predict(obs, masks))
+        b = np.asarray(pas.predict(obs, action_masks=masks, deterministic=True)[0])
+        same += int((group(a) == group(b)).sum())
+        total += len(a)
+        levels["policy"].append(a - offsets[group(a)])
+        levels["pas"].append(b - offsets[group(b)])
+        obs, *_ = env.step(a)
+    env.close()
+    return {"same_group_share": same / total, "decisions": total,
+            "mean_level": {k: float(np.concatenate(v).mean()) for k, v in levels.items()}}  # fmt: skip
+
+
 def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]:
     """One training run with its curve and its final measurement (see the module doc)."""
     from serverfarm_gym.agents.ppo.algorithm import LeanPPO, numpy_predictor
@@ -87,7 +117,6 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
     curve_refs = {k: curve_eval(p) for k, p in refs.items()}
     trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **settings)
     points: list[dict[str, Any]] = []
-    cpu = {"train": 0.0, "mark": time.process_time()}
 
     def evaluate() -> None:
         cpu["train"] += time.process_time() - cpu["mark"]
@@ -106,6 +135,7 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
     finals: list[dict[str, Any]] = []
     final_refs = {k: final_eval(p) for k, p in refs.items()}
     bound = float(relaxation_bound(config).efficiency)
+    cpu = {"train": 0.0, "mark": time.process_time()}  # training only: the references are done
 
     def measure_final() -> None:
         from serverfarm_gym.evaluation.stats import paired_gap_pct
@@ -132,7 +162,10 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
 
     evaluate()  # the random start
     trainer.learn(marks[-1], callback=callback)
+    final_entropy = trainer.history[-1]["entropy"] if trainer.history else None
     return {
+        "decisions": decisions(numpy_predictor(trainer.policy), config, refs["pas"]),
+        "final_entropy": final_entropy,
         "scenario": scenario, "seed": seed, "settings": dict(settings), "bound": bound,
         "curve_refs": {k: float(v.mean()) for k, v in curve_refs.items()},
         "final_refs": {k: float(v.mean()) for k, v in final_refs.items()},
@@ -187,6 +220,21 @@ def markdown_table(cells: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def decisions_table(cells: list[dict[str, Any]]) -> str:
+    """Per run with the diagnostic: what its final policy does where PAS would act otherwise."""
+    rows = ["| farm | seed | env steps | decisions with PAS's group | mean level chosen: PPO / PAS "
+            "| final policy entropy, nats |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for c in cells:
+        d = c.get("decisions")
+        if d:
+            rows.append(
+                f"| {c['scenario']} | {c['seed']} | {c['finals'][-1]['steps']:,d} | "
+                f"{100 * d['same_group_share']:.1f}% | {d['mean_level']['policy']:.2f} / "
+                f"{d['mean_level']['pas']:.2f} | {c['final_entropy']:.3f} |"
+            )
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
 def plot(cells: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -207,6 +255,7 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
                                    ("bound", ref["bound"], "tab:red")):  # fmt: skip
                 ax.axhline(val, color=col, ls="--", lw=1, label=name)
             ax.set_xscale("symlog", linthresh=1e5 if x == "steps" else 10)
+            ax.set_xlim(left=0)
             ax.set_xlabel("env steps" if x == "steps" else "training CPU-s")
             ax.set_ylabel("efficiency (curve seeds)")
             ax.set_title(f"{scen}: PPO from a random network ({len(cs)} seeds)")
@@ -220,6 +269,8 @@ def plot(cells: list[dict[str, Any]], path: Path) -> None:
 def report(out: Path, figure_dir: Path | None) -> str:
     cells = load_cells(out)
     table = markdown_table(cells)
+    if decisions_table(cells):
+        table += "\n\n" + decisions_table(cells)
     atomic_write(out / "from_scratch_scale.json", to_json({"cells": cells, "table": table}))
     for d in {out} | ({figure_dir} if figure_dir else set()):
         plot(cells, d / "scale_curves.png")
