@@ -33,6 +33,7 @@ curves (PNG), ``--out/from_scratch.json`` and the markdown table printed, and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -117,9 +118,10 @@ def lean_trainer(config: Any, seed: int, **overrides: Any) -> Any:
     return trainer
 
 
-def run_lean(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
-    """A random-start lean PPO run of ``steps`` env steps; its exact learning curve."""
-    trainer = lean_trainer(config, seed)
+def run_lean(config: Any, seed: int, steps: int, **overrides: Any) -> list[tuple[Any, ...]]:
+    """A random-start lean PPO run of ``steps`` env steps (``overrides``: ``LeanPPOConfig``
+    fields replacing the derived ones); its exact learning curve."""
+    trainer = lean_trainer(config, seed, **overrides)
     curve = Curve(exact_efficiency(config, lambda: trainer.predict_batch))
     curve.evaluate(0)
     trainer.learn(steps, callback=lambda t: curve.evaluate(t.num_timesteps))
@@ -612,7 +614,15 @@ def parse_args(
     p.add_argument("--figure-dir", type=Path, default=None, help="also write the PNGs there")
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
     p.add_argument("--min-seeds", type=int, default=10, help="rows with fewer are not reported")
+    p.add_argument("--set", default="{}", help="JSON of LeanPPOConfig fields for the lean runs "
+                   "(a variant of the derived settings: give it its own --out)")  # fmt: skip
     ns = p.parse_args(argv)
+    try:
+        ns.set = json.loads(ns.set)
+    except json.JSONDecodeError as err:
+        p.error(f"--set: not JSON ({err})")
+    if not isinstance(ns.set, dict):
+        p.error("--set: give a JSON object of LeanPPOConfig fields")
     ns.scenarios, ns.trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
         ("--scenarios", ns.scenarios, scenarios + extra),
@@ -648,7 +658,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse_args(argv, "experiments/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
                     Path("results/from_scratch"), EXTRA_SCENARIOS)  # fmt: skip
     if not ns.report:
-        run_grid(ns, run_cell)
+        runners = RUNNERS | {"lean": functools.partial(run_lean, **ns.set)}
+        run_grid(ns, functools.partial(run_cell, runners=runners))
     return report(ns.out, ns.figure_dir, ns.min_seeds)
 
 

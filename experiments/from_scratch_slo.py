@@ -281,6 +281,8 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = fs.parse_args(argv, "experiments/from_scratch_slo.py", __doc__.split("\n\n")[0],
                        SCENARIOS, Path("results/from_scratch_slo"))  # fmt: skip
+    if ns.set:
+        raise SystemExit("experiments/from_scratch_slo.py: error: --set: not supported here")
     if not ns.report:
         fs.run_grid(ns, run_cell)
     return report(ns.out, ns.figure_dir, ns.min_seeds)
