@@ -658,7 +658,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse_args(argv, "experiments/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
                     Path("results/from_scratch"), EXTRA_SCENARIOS)  # fmt: skip
     if not ns.report:
-        runners = RUNNERS | {"lean": functools.partial(run_lean, **ns.set)}
+        runners = dict(RUNNERS)
+        if ns.set:
+            runners["lean"] = functools.partial(run_lean, **ns.set)
         run_grid(ns, functools.partial(run_cell, runners=runners))
     return report(ns.out, ns.figure_dir, ns.min_seeds)
 
