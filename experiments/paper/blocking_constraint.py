@@ -1,7 +1,7 @@
 """Experiment 4: what does the no-blocking rule cost?
 
-    nice python experiments/blocking_constraint.py --figure-dir docs/figures
-    python experiments/blocking_constraint.py --quick --out /tmp/e4
+    nice python -m experiments.paper.blocking_constraint --figure-dir docs/figures
+    python -m experiments.paper.blocking_constraint --quick --out /tmp/e4
 
 A job may be blocked only when every available server is full (the paper's fairness rule). The
 relaxation behind the asymptotic results may leave an inefficient server idle and block instead;
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

@@ -1,7 +1,7 @@
 """Experiment 2: how does PAS's deviation from the relaxation bound shrink with size?
 
-    nice python experiments/deviation_vs_size.py --figure-dir docs/figures
-    python experiments/deviation_vs_size.py --quick --out /tmp/e2
+    nice python -m experiments.paper.deviation_vs_size --figure-dir docs/figures
+    python -m experiments.paper.deviation_vs_size --quick --out /tmp/e2
 
 Every R_k and lambda_j of a base farm is multiplied by the same integer f
 (``FarmConfig.scaled``; the normalised load stays the same) so that the farm has about 10, 30,
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

@@ -1,7 +1,7 @@
 """Experiment 3: is PAS's efficiency insensitive to the job-size distribution?
 
-    nice python experiments/job_size_robustness.py --figure-dir docs/figures
-    python experiments/job_size_robustness.py --quick --out /tmp/e3
+    nice python -m experiments.paper.job_size_robustness --figure-dir docs/figures
+    python -m experiments.paper.job_size_robustness --quick --out /tmp/e3
 
 The farms of experiment 2 (presets ``tiny``, ``small-1``, ``small-2``, ``small-3``,
 ``paper-100``) with every job type's size drawn, mean 1, from: exponential (the reference),
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

@@ -1,7 +1,7 @@
 """Experiment 1: is PAS near-optimal on small random farms?
 
-    nice python experiments/pas_vs_optimum.py --figure-dir docs/figures     # 200 farms
-    python experiments/pas_vs_optimum.py --quick --out /tmp/e1              # CI-sized
+    nice python -m experiments.paper.pas_vs_optimum --figure-dir docs/figures     # 200 farms
+    python -m experiments.paper.pas_vs_optimum --quick --out /tmp/e1              # CI-sized
 
 Farms: ``serverfarm_gym.envs.scenarios.random_farm(seed)`` for seeds ``0..n_farms-1`` with the generator's
 defaults (2-4 groups of 1-3 servers, buffers 1-3, 1-3 job types with random available sets,
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

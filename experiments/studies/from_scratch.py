@@ -26,8 +26,8 @@ curves (PNG), ``--out/from_scratch.json`` and the markdown table printed, and
 (``python evaluate.py --suite core --learned results/from_scratch/leaderboard_rows.json``; schema in
 :func:`learned_rows` and docs/evaluation.md, "Learned rows").
 
-    nice -n 10 python -m experiments.from_scratch --seeds 10 --steps 24576 --figure-dir docs/figures
-    python -m experiments.from_scratch --report --figure-dir docs/figures
+    nice -n 10 python -m experiments.studies.from_scratch --seeds 10 --steps 24576 --figure-dir docs/figures
+    python -m experiments.studies.from_scratch --report --figure-dir docs/figures
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
@@ -358,7 +358,7 @@ def learned_rows(
     suite: str = SUITE,
     farm_of: Callable[[str], Any] | None = None,
     extra: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    produced_by: str = "experiments/from_scratch.py",
+    produced_by: str = "experiments/studies/from_scratch.py",
     reference_kind: str = "optimum",
 ) -> dict[str, Any]:
     """The rows of ``agg`` in the schema ``evaluate.py --suite core --learned PATH`` reads: per
@@ -645,7 +645,7 @@ def run_grid(ns: argparse.Namespace, run: Callable[..., dict[str, Any]]) -> None
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ns = parse_args(argv, "experiments/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
+    ns = parse_args(argv, "experiments/studies/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
                     Path("results/from_scratch"), EXTRA_SCENARIOS)  # fmt: skip
     if not ns.report:
         run_grid(ns, run_cell)

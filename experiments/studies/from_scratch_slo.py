@@ -26,10 +26,10 @@ policy (under a binding SLO the optimum randomises) is measured exactly on the a
 beta at that time. A policy meets the SLO when its exact E[T] <= D (1e-9 relative,
 ``serverfarm_gym.agents.ppo.slo.EXACT_RTOL``). Cells, reruns, the IQM with stratified-bootstrap intervals, the
 figures and the learned rows (``python evaluate.py --suite latency --learned
-results/from_scratch_slo/leaderboard_rows.json``) work as in ``experiments/from_scratch.py``.
+results/from_scratch_slo/leaderboard_rows.json``) work as in ``experiments/studies/from_scratch.py``.
 
-    nice -n 10 python -m experiments.from_scratch_slo --seeds 10 --steps 24576 --figure-dir docs/figures
-    python -m experiments.from_scratch_slo --report --figure-dir docs/figures
+    nice -n 10 python -m experiments.studies.from_scratch_slo --seeds 10 --steps 24576 --figure-dir docs/figures
+    python -m experiments.studies.from_scratch_slo --report --figure-dir docs/figures
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
-from experiments import from_scratch as fs
+from experiments.studies import from_scratch as fs
 
 #: the latency suite's farms with an exact SLO-constrained optimum (scenarios/suites/latency.yaml)
 SCENARIOS = ("tiny-slo", "small-2-slo", "pas-gap-slo", "speed-scaling-slo")
@@ -137,7 +137,7 @@ def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> d
 
 
 # ---------------------------------------------------------------------------------------------
-# aggregation (experiments/from_scratch.py's, with the SLO's milestones and columns)
+# aggregation (experiments/studies/from_scratch.py's, with the SLO's milestones and columns)
 # ---------------------------------------------------------------------------------------------
 def references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     """Per scenario: D, the exact SLO-constrained optimum (``optimum``) and its E[T], and the
@@ -269,7 +269,7 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
                                 f"{PREFIX}_profile.png", 0.9)  # fmt: skip
         if prof is not None:
             agg["figures"].append(str(prof))
-    rows = fs.learned_rows(agg, SUITE, suite_farm, _row_extra, "experiments/from_scratch_slo.py",
+    rows = fs.learned_rows(agg, SUITE, suite_farm, _row_extra, "experiments/studies/from_scratch_slo.py",
                            "slo-optimum")  # fmt: skip
     rows["statistic"] = (
         "IQM over seeds of the final sampling policy's exact efficiency (aggregated chain, "
@@ -279,7 +279,7 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ns = fs.parse_args(argv, "experiments/from_scratch_slo.py", __doc__.split("\n\n")[0],
+    ns = fs.parse_args(argv, "experiments/studies/from_scratch_slo.py", __doc__.split("\n\n")[0],
                        SCENARIOS, Path("results/from_scratch_slo"))  # fmt: skip
     if not ns.report:
         fs.run_grid(ns, run_cell)

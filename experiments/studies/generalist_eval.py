@@ -1,8 +1,8 @@
 """The generalist (the network alone) against the optimum, PAS and best-priority.
 
-    nice python experiments/generalist_eval.py --workers 1 --figure-dir docs/figures
-    python experiments/generalist_eval.py --quick --out /tmp/g                # CI-sized
-    python experiments/generalist_eval.py --model runs/t/generalist_table.npz  # another model
+    nice python -m experiments.studies.generalist_eval --workers 1 --figure-dir docs/figures
+    python -m experiments.studies.generalist_eval --quick --out /tmp/g                # CI-sized
+    python -m experiments.studies.generalist_eval --model runs/t/generalist_table.npz  # another model
 
 ``make_policy("generalist", config)``: the table network's priority table for the farm, nothing
 measured or searched on it. Five parts:
@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

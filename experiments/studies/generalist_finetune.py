@@ -1,7 +1,7 @@
 """Fine-tuning the generalist on one farm, three ways, measured exactly.
 
-    OMP_NUM_THREADS=1 python experiments/generalist_finetune.py          # 10 farms, ~10 CPU-min
-    python experiments/generalist_finetune.py --quick --out /tmp/f          # CI-sized
+    OMP_NUM_THREADS=1 python -m experiments.studies.generalist_finetune          # 10 farms, ~10 CPU-min
+    python -m experiments.studies.generalist_finetune --quick --out /tmp/f          # CI-sized
 
 The target: fine-tuning from the generalist reaches the per-farm PPO result of docs/training.md
 in at most 1/5 of its steps. ``train.py --init generalist`` (a behaviour clone of the generalist
@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

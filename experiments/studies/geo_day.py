@@ -1,8 +1,8 @@
 """Day-long evaluation of geo routing policies on the ``geo-us-eu`` preset (docs/pdr.md).
 
-    python experiments/geo_day.py --workers 2              # full run (~40 min on 2 cores)
-    python experiments/geo_day.py --quick --out /tmp/geo   # CI-sized run (seconds)
-    python experiments/geo_day.py --frontier docs/figures/pdr_frontier.png --frontier-only
+    python -m experiments.studies.geo_day --workers 2              # full run (~40 min on 2 cores)
+    python -m experiments.studies.geo_day --quick --out /tmp/geo   # CI-sized run (seconds)
+    python -m experiments.studies.geo_day --frontier docs/figures/pdr_frontier.png --frontier-only
 
 Policies (names of ``serverfarm_gym.baselines.registry``, plus ``pdr-pas-cost`` and ``ppo``):
 
@@ -80,18 +80,18 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from experiments.geo_farm import (  # noqa: E402
+from experiments.studies.geo_farm import (  # noqa: E402
     SCENARIO,
     day_config,
     ms_per_time_unit,
     occupancy_config,
     train_ppo,
 )
-from experiments.geo_report import (  # noqa: E402
+from experiments.studies.geo_report import (  # noqa: E402
     PER_INTERVAL,
     markdown_table,
     pdr_plan,
@@ -106,7 +106,7 @@ from serverfarm_gym.envs.scenarios import load_geo_scenario  # noqa: E402
 from serverfarm_gym.envs.server_farm import ServerFarmEnv  # noqa: E402
 from serverfarm_gym.envs.simulator import FarmSimulator  # noqa: E402
 
-PROG = "experiments/geo_day.py"
+PROG = "experiments/studies/geo_day.py"
 DEFAULT_POLICIES = ("pas", "pas-price", "pdr-pas", "pdr-pas-cost", "ppo")
 #: action mode each policy is rolled out in (PPO learns the size-independent group encoding)
 MODES = {

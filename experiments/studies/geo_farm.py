@@ -1,4 +1,4 @@
-"""The geo day's farms (``experiments/geo_day.py``): the preset as a farm (optionally with shorter
+"""The geo day's farms (``experiments/studies/geo_day.py``): the preset as a farm (optionally with shorter
 intervals), the occupancy shadow that measures the jobs' sojourns, the ms-per-time-unit
 conversion of the simulated latency, and the small PPO agent the script trains on a compressed day.
 """
@@ -95,7 +95,7 @@ def train_ppo(
         path,
         day_config(),
         "group",
-        trained_by="experiments/geo_day.py",
+        trained_by="experiments/studies/geo_day.py",
         objective="cost",
         total_timesteps=int(steps),
         train_interval_length=float(interval_length),

@@ -1,6 +1,6 @@
-"""Reporting for ``experiments/geo_day.py``: summary statistics over replications, the PDR plans'
+"""Reporting for ``experiments/studies/geo_day.py``: summary statistics over replications, the PDR plans'
 own LP numbers, the Markdown table and the figures (the day's series and one interval's Pareto
-frontier). Definitions of the metrics are in ``experiments/geo_day.py``'s module doc.
+frontier). Definitions of the metrics are in ``experiments/studies/geo_day.py``'s module doc.
 """
 
 from __future__ import annotations

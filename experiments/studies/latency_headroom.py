@@ -12,7 +12,7 @@ more than ``--max-states`` states, is skipped (counted) and the next seed drawn.
 * the same farm without ``sleep`` (the base model): its optimum and best static order, for the
   base model's headroom next to it.
 
-``python experiments/latency_headroom.py --farms 100`` (``--quick``: 4 farms). Writes
+``python -m experiments.studies.latency_headroom --farms 100`` (``--quick``: 4 farms). Writes
 ``latency_headroom.json`` / ``.csv`` / ``.png`` into ``--out`` and prints the table of
 docs/latency.md.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

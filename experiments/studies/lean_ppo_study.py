@@ -16,10 +16,10 @@ on its own seeds, then the final and the best policy are measured against PAS on
 common random numbers (the paired gap's interval), and the share of PAS's gap to the relaxation
 bound closed. ``--set`` overrides any ``LeanPPOConfig`` field.
 
-    python -m experiments.lean_ppo_study criteria
-    python -m experiments.lean_ppo_study grid --scenarios pas-gap:group --init pas \
+    python -m experiments.studies.lean_ppo_study criteria
+    python -m experiments.studies.lean_ppo_study grid --scenarios pas-gap:group --init pas \
         --grid '{"n_epochs":10,"batch_size":128,"horizon_durations":[1,2,8]}' --steps 81920
-    python -m experiments.lean_ppo_study large --scenario paper-100 --steps 1500000 \
+    python -m experiments.studies.lean_ppo_study large --scenario paper-100 --steps 1500000 \
         --set '{"horizon_durations":1,"learning_rate":1e-4,"pas_anchor":1.0,"critic_warmup":5}'
 
 The BENCHMARKS.md tables ("Learned efficiency", "Criteria and PAS initialisation") list the exact
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 

@@ -1,7 +1,7 @@
 """SLO headroom: how far is the best fair baseline from the exact SLO-constrained optimum?
 
-    nice python experiments/slo_headroom.py --figure-dir docs/figures     # 100 farms
-    python experiments/slo_headroom.py --quick --out /tmp/slo              # CI-sized
+    nice python -m experiments.studies.slo_headroom --figure-dir docs/figures     # 100 farms
+    python -m experiments.studies.slo_headroom --quick --out /tmp/slo              # CI-sized
 
 Farms: ``serverfarm_gym.envs.farm_sampler.sample_farm(seed, DIST)`` for seeds ``seed .. seed+n_farms-1`` with
 small ranges (:data:`DIST`: 2-3 groups, 2-5 servers in all, buffers 1-2, 1-3 job types, loads
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 

@@ -1,4 +1,4 @@
-"""experiments/generalist_finetune.py on tiny with a PAS-cloned generalist: every searched value
+"""experiments/studies/generalist_finetune.py on tiny with a PAS-cloned generalist: every searched value
 is an exact efficiency between PAS-or-below and the optimum, the searches never lose their
 start, the outputs are written."""
 
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from experiments import generalist_finetune as ft
+from experiments.studies import generalist_finetune as ft
 
 
 @pytest.fixture

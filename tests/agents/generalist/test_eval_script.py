@@ -1,4 +1,4 @@
-"""experiments/generalist_eval.py's pieces: exact rows consistent with the optimum, the summary,
+"""experiments/studies/generalist_eval.py's pieces: exact rows consistent with the optimum, the summary,
 a missing model named (the full --quick run simulates paper-100: run it by hand)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import generalist_eval as ge
+from experiments.studies import generalist_eval as ge
 from serverfarm_gym.agents.generalist.exact_tune import random_seeds, sampled_seeds
 from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS
 from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL
