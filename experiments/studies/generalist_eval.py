@@ -76,10 +76,10 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
-from serverfarm_gym.agents.generalist.exact_tune import polished_table  # noqa: E402
-from serverfarm_gym.agents.generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
-from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
-from serverfarm_gym.agents.generalist.table_net import load_weights  # noqa: E402
+from serverfarm_gym.agents.table_generalist.policy import SHIPPED_MODEL, GeneralistPolicy  # noqa: E402
+from serverfarm_gym.agents.table_generalist.polish import polished_table  # noqa: E402
+from serverfarm_gym.agents.table_generalist.table_net import load_weights  # noqa: E402
+from serverfarm_gym.agents.token_generalist.oracle import RANDOM_FARM_TRAIN_SEEDS  # noqa: E402
 from serverfarm_gym.baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from serverfarm_gym.baselines.pas import PASPolicy, pas_table  # noqa: E402
 from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402

@@ -18,7 +18,7 @@ every candidate is evaluated exactly (no sampling error, so no selection bias):
   by ``s`` (also searched; ``s = 0`` is the table alone): does the network add anything that
   the farm's own table does not have?
 * **token PPO**: PPO on the token network's own weights, pinned to the farm
-  (:class:`serverfarm_gym.agents.generalist.GeneralistTrainer`, 16 envs x 256 steps a rollout, the trainer's
+  (:class:`serverfarm_gym.agents.token_generalist.GeneralistTrainer`, 16 envs x 256 steps a rollout, the trainer's
   defaults otherwise), exact evaluation of its deterministic policy after every rollout, for
   ``--ppo-steps`` (default 40,960: 1/5 of pas-gap's per-farm 204,800).
 
@@ -51,14 +51,14 @@ from experiments.common import (  # noqa: E402
     save_figure,
     write_outputs,
 )
-from serverfarm_gym.agents.generalist.guard import GuardedGeneralistPolicy  # noqa: E402
-from serverfarm_gym.agents.generalist.network import TokenPolicyNet  # noqa: E402
-from serverfarm_gym.agents.generalist.token_policy import (  # noqa: E402
+from serverfarm_gym.agents.token_generalist.guard import GuardedGeneralistPolicy  # noqa: E402
+from serverfarm_gym.agents.token_generalist.network import TokenPolicyNet  # noqa: E402
+from serverfarm_gym.agents.token_generalist.token_policy import (  # noqa: E402
     TOKEN_MODEL,
     TokenGeneralistPolicy,
     token_tensors,
 )
-from serverfarm_gym.agents.generalist.train import GeneralistTrainer  # noqa: E402
+from serverfarm_gym.agents.token_generalist.train import GeneralistTrainer  # noqa: E402
 from serverfarm_gym.baselines.best_priority import BestPriorityPolicy  # noqa: E402
 from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
 from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
