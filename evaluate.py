@@ -32,7 +32,7 @@ def _add_suite_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--learned",
         metavar="PATH[,PATH]",
-        help="with --suite: add the learned rows of these files (experiments/from_scratch.py's "
+        help="with --suite: add the learned rows of these files (experiments/studies/from_scratch.py's "
         "leaderboard_rows.json), one column per label (docs/evaluation.md, 'Learned rows')",
     )
 

@@ -6,9 +6,11 @@
     python train.py --scenario paper-100 --init random --total-timesteps 1000000
     python train.py --trainer sb3                     # the reference: sb3-contrib MaskablePPO
     python train.py --output-dir runs/tiny-server-s0 --resume   # continue after a kill
-    python train.py --generalist                      # the farm-agnostic generalist (docs/generalist.md)
+    python train.py token-generalist                  # generalist-checked's token network
+    python train.py table-generalist main-network     # generalist's table network (docs/generalist.md)
 
-Three routes, each with its own typed arguments (``serverfarm_gym.agents.common.run_args``):
+Four routes, each with its own arguments (the PPO trainers' typed in
+``serverfarm_gym.agents.common.run_args``):
 
 * ``--trainer lean`` (the default; :class:`~serverfarm_gym.agents.common.run_args.LeanArgs`,
   ``serverfarm_gym.agents.ppo.train``): the CleanRL-style masked PPO of ``serverfarm_gym.agents.ppo.algorithm`` on the
@@ -16,7 +18,11 @@ Three routes, each with its own typed arguments (``serverfarm_gym.agents.common.
   derived from the farm (``serverfarm_gym.agents.common.farm_settings``, printed with their reasons).
 * ``--trainer sb3`` (:class:`~serverfarm_gym.agents.common.run_args.Sb3Args`, ``serverfarm_gym.agents.ppo_sb3.train``):
   sb3-contrib ``MaskablePPO`` on a ``DummyVecEnv``, the reference.
-* ``--generalist`` as the first option (``serverfarm_gym.agents.generalist.run``, its own options).
+* ``token-generalist`` as the first argument (``serverfarm_gym.agents.token_generalist.run``, its
+  own options): the token network of ``generalist-checked``, by PPO and optimum distillation.
+* ``table-generalist main-network|small-expert`` (``serverfarm_gym.agents.table_generalist.run``,
+  each stage its own options): the table network of ``generalist``, by distillation of
+  ``best-priority``.
 
 Precedence: the trainer's defaults < the settings derived from the farm (lean) < the
 hyperparameter file's entries for the scenario and action mode (lean: ``default``,
@@ -60,13 +66,24 @@ from serverfarm_gym.agents.common.run_report import (
     learning_progress,
     plot_learning_curves,
 )
-from serverfarm_gym.agents.generalist.run import build_parser as build_generalist_parser
-from serverfarm_gym.agents.generalist.run import main as generalist_main
 from serverfarm_gym.agents.ppo.train import train_lean
 from serverfarm_gym.agents.ppo_sb3.train import train_sb3
+from serverfarm_gym.agents.table_generalist import run as table_generalist
+from serverfarm_gym.agents.token_generalist import run as token_generalist
 from serverfarm_gym.evaluation.cli import run_cli
 
-__all__ = ["DEFAULT_HYPERPARAMS", "LeanArgs", "Sb3Args", "main", "resolve_args", "train"]
+__all__ = [
+    "DEFAULT_HYPERPARAMS",
+    "GENERALIST_ROUTES",
+    "LeanArgs",
+    "Sb3Args",
+    "main",
+    "resolve_args",
+    "train",
+]
+
+#: first argument -> the generalist's command line (a module with ``build_parser`` and ``main``)
+GENERALIST_ROUTES = {"token-generalist": token_generalist, "table-generalist": table_generalist}
 
 #: write errors that mean the disk (or the file system's file size, or a quota) is full
 DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -136,8 +153,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with 130 after saving a checkpoint."""
     result: dict[str, Any] = {}
     rest = sys.argv[1:] if argv is None else list(argv)
-    if rest[:1] == ["--generalist"]:  # the generalist route: its own options
-        code = run_cli(build_generalist_parser(), lambda: result.update(generalist_main(rest[1:])))
+    route = GENERALIST_ROUTES.get(rest[0]) if rest else None
+    if route is not None:  # a generalist's route: its own options
+        code = run_cli(route.build_parser(), lambda: result.update(route.main(rest[1:])))
     else:
         # Ctrl-C inside learn() is handled by the trainer (it saves a checkpoint); elsewhere
         # (references, final evaluation) every checkpoint saved so far is complete

@@ -10,11 +10,16 @@ One package per algorithm, on top of what they share:
   training loop (``train``).
 * ``serverfarm_gym.agents.ppo_sb3``: the sb3-contrib MaskablePPO route (``train``), its reward wrapper
   (:class:`~serverfarm_gym.agents.ppo_sb3.wrappers.TrainingWrapper`) and callbacks.
-* ``serverfarm_gym.agents.generalist``: one token network for every farm (``network``, ``policy``, ``train``),
-  its distillation of the optimum (``oracle``), validation (``validate``), per-farm check
-  (``guard``), command line (``run``) and RLlib module (``rllib_module``).
+* ``serverfarm_gym.agents.table_generalist``: the ``generalist`` policy, one table network that
+  maps any farm to a priority table (``policy``, ``table_net``), and its training by
+  distillation of ``best-priority`` (``run``: ``train.py table-generalist``).
+* ``serverfarm_gym.agents.token_generalist``: the ``generalist-checked`` policy, one per-decision
+  token network for every farm (``network``, ``token_policy``) behind a per-farm check
+  (``guard``), and its training by PPO and optimum distillation (``run``: ``train.py
+  token-generalist``).
 
-Imports go one way: ``common`` < ``ppo`` < ``ppo_sb3`` and ``ppo`` < ``generalist``.
+Imports go one way: ``common`` < ``ppo`` < ``ppo_sb3`` and ``ppo`` < ``token_generalist``;
+``table_generalist`` needs neither.
 Measuring a policy (exactly or by simulation) is ``serverfarm_gym.evaluation.efficiency`` / ``serverfarm_gym.evaluation.exact``.
 Importing this package does not import torch or stable-baselines3; loading a model does.
 """

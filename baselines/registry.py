@@ -119,14 +119,15 @@ POLICIES: _Registry = _Registry(
         # learned policies: a higher layer, found by name only
         "ppo": PolicyEntry("serverfarm_gym.agents.ppo:PPOAgent", argument="PATH"),
         # the shipped farm-agnostic networks, any farm. "generalist": the table network alone
-        # (agents/generalist/models/generalist_table.npz; zero-shot: one forward pass maps the
-        # farm to a priority table, nothing measured on the farm); "generalist-checked": the
-        # per-decision token network (generalist.pt, up to 8 groups and buffers of 8) plus its
-        # per-farm check against PAS (it measures candidates on the farm's own chain or
-        # simulator when built and reports that check's CPU time, check_cpu_seconds)
-        "generalist": PolicyEntry("serverfarm_gym.agents.generalist.policy:GeneralistPolicy"),
+        # (agents/table_generalist/, models/generalist_table.npz; zero-shot: one forward pass maps
+        # the farm to a priority table, nothing measured on the farm); "generalist-checked": the
+        # per-decision token network (agents/token_generalist/, models/generalist.pt, up to 8
+        # groups and buffers of 8) plus its per-farm check against PAS (it measures candidates
+        # on the farm's own chain or simulator when built and reports that check's CPU time,
+        # check_cpu_seconds)
+        "generalist": PolicyEntry("serverfarm_gym.agents.table_generalist.policy:GeneralistPolicy"),
         "generalist-checked": PolicyEntry(
-            "serverfarm_gym.agents.generalist.guard:GuardedGeneralistPolicy"
+            "serverfarm_gym.agents.token_generalist.guard:GuardedGeneralistPolicy"
         ),
     }
 )

@@ -85,7 +85,7 @@ class RLlibSampledFarmEnv(ActionMaskObservation):
     farm every episode, token observations) with the action-mask observation;
     ``env_config`` holds its arguments (``distribution``, ``max_groups``, ``max_levels``,
     ``episode_steps``, ``held_out`` and ``ServerFarmEnv`` arguments). Its ``"observations"`` entry
-    is the token dict: use ``serverfarm_gym.agents.generalist.rllib_module.token_module_spec()`` (RLlib's default encoders
+    is the token dict: use ``serverfarm_gym.agents.token_generalist.rllib_module.token_module_spec()`` (RLlib's default encoders
     need flat boxes)."""
 
     def __init__(self, env_config: dict[str, Any] | None = None):

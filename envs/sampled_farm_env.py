@@ -6,7 +6,7 @@ spaces. :class:`SampledFarmTokenEnv` draws each episode's farm with ``serverfarm
 seed stream, outside the held-out range) and runs it as a ``ServerFarmEnv`` with group actions
 and token observations (``obs_mode="tokens"``). Any RL library that trains on one Gymnasium env
 trains a farm-agnostic policy on it, e.g. RLlib through ``serverfarm_gym.envs.rllib``'s action-mask observation
-(``serverfarm_gym.agents.generalist.rllib_module`` has the permutation-invariant RLModule).
+(``serverfarm_gym.agents.token_generalist.rllib_module`` has the permutation-invariant RLModule).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 atomically, with every output path checked before the (long) run. See :mod:`serverfarm_gym.evaluation.suite`.
 
 Learned rows (``evaluate.py --suite core --learned PATH[,PATH]``) are results measured elsewhere,
-such as ``experiments/from_scratch.py``'s ``leaderboard_rows.json``: per scenario an efficiency
+such as ``experiments/studies/from_scratch.py``'s ``leaderboard_rows.json``: per scenario an efficiency
 with a 95% interval, under a label that says what produced it. Each label becomes one column,
 scored with the suite run's random dispatcher and reference by the same formula as the others
 (``n/a`` on the scenarios the file lacks). The file is only read: evaluation never imports the
@@ -82,7 +82,7 @@ def _response_time_rows(board: Mapping[str, Any], pols: list[str]) -> list[str]:
     return rows
 
 
-#: the schema tag of a learned-rows file (experiments/from_scratch.py writes it)
+#: the schema tag of a learned-rows file (experiments/studies/from_scratch.py writes it)
 LEARNED_SCHEMA = "serverfarm-gym/learned-rows/1"
 LEARNED_METHOD = (
     "learned columns: efficiency = the file's statistic (IQM over seeds) [its 95% interval]; "

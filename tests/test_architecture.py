@@ -24,7 +24,7 @@ SCRIPTS = [
     ROOT / "train.py",
     ROOT / "evaluate.py",
     ROOT / "sweep.py",
-    *sorted((ROOT / "experiments").glob("*.py")),
+    *sorted((ROOT / "experiments").rglob("*.py")),
     *sorted((ROOT / "benchmarks").glob("*.py")),
 ]
 SCRIPT_NAMES = {"train", "evaluate", "sweep", "experiments", "benchmarks"}

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from serverfarm_gym.agents.common.run_args import DEFAULT_HYPERPARAMS
-from serverfarm_gym.agents.generalist.policy import SHIPPED_MODEL
-from serverfarm_gym.agents.generalist.token_policy import TOKEN_MODEL
+from serverfarm_gym.agents.table_generalist.policy import SHIPPED_MODEL
+from serverfarm_gym.agents.token_generalist.token_policy import TOKEN_MODEL
 from serverfarm_gym.envs.scenarios.files import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -226,8 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a masked PPO dispatcher on a server-farm scenario (see "
         "docs/training.md). With the lean trainer the settings derived from the farm (printed at "
         "the start) are the defaults, the hyperparameter file (--hyperparams) overrides those "
-        "per scenario, and options given here override the file. 'python train.py --generalist "
-        "...' trains the farm-agnostic generalist instead (its own options: --generalist -h).",
+        "per scenario, and options given here override the file. 'python train.py "
+        "token-generalist ...' and 'python train.py table-generalist STAGE ...' train the "
+        "farm-agnostic generalists instead (their own options: token-generalist -h, "
+        "table-generalist -h).",
     )
     for name, f in FIELDS.items():
         opt = "--" + name.replace("_", "-")

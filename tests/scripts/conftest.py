@@ -11,7 +11,7 @@ import pytest
 def small_generalist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generalist saved to a file: PAS-cloned on a few small sampled farms (seconds)."""
     pytest.importorskip("torch")
-    from serverfarm_gym.agents.generalist import GeneralistConfig, GeneralistTrainer
+    from serverfarm_gym.agents.token_generalist import GeneralistConfig, GeneralistTrainer
 
     tr = GeneralistTrainer(GeneralistConfig(
         farms=2, envs_per_farm=4, clone_farms=6, clone_steps=64, clone_epochs=6,

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from experiments import (
+from experiments import common
+from experiments.paper import (
     blocking_constraint,
-    common,
     deviation_vs_size,
     job_size_robustness,
     pas_vs_optimum,

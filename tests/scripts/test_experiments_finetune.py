@@ -1,4 +1,4 @@
-"""experiments/generalist_finetune.py on tiny with a PAS-cloned generalist: every searched value
+"""experiments/studies/generalist_finetune.py on tiny with a PAS-cloned generalist: every searched value
 is an exact efficiency between PAS-or-below and the optimum, the searches never lose their
 start, the outputs are written."""
 
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from experiments import generalist_finetune as ft
+from experiments.studies import generalist_finetune as ft
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_quick_run(model: Path, tmp_path: Path) -> None:
 
 def test_zero_bias_is_the_network(model: Path) -> None:
     """The predictor with zero biases and scale 1 decides as the network's policy does."""
-    from serverfarm_gym.agents.generalist import TokenGeneralistPolicy
+    from serverfarm_gym.agents.token_generalist import TokenGeneralistPolicy
     from serverfarm_gym.evaluation.efficiency import measure
 
     config = ft.farm_from_name("random:2001")

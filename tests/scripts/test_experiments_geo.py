@@ -1,4 +1,4 @@
-"""experiments/geo_day.py --quick writes well-formed JSON, markdown and PNG (a CI-sized run);
+"""experiments/studies/geo_day.py --quick writes well-formed JSON, markdown and PNG (a CI-sized run);
 bad options fail at once with a one-line error naming the option (exit 2)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import geo_day
-from experiments.geo_farm import ms_per_time_unit
+from experiments.studies import geo_day
+from experiments.studies.geo_farm import ms_per_time_unit
 from serverfarm_gym.envs.scenarios import load_geo_scenario
 
 POLICIES = ["pas", "pas-price", "pdr-pas", "pdr-pas-cost", "ppo"]
@@ -104,7 +104,7 @@ def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str], option: st
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith("experiments/geo_day.py: error: ") and option in err, err
+    assert err.startswith("experiments/studies/geo_day.py: error: ") and option in err, err
     return err
 
 

@@ -1,4 +1,4 @@
-"""experiments/from_scratch.py without training: the milestones of a curve (first step at or
+"""experiments/studies/from_scratch.py without training: the milestones of a curve (first step at or
 above each share of the optimum, censored runs), the stratified bootstrap, and that a rerun
 skips the cells already written (resumable) and reports only rows with enough seeds."""
 
@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import from_scratch as fs
+from experiments.studies import from_scratch as fs
 
 
 def test_milestones_are_the_first_evaluation_at_or_above_each_share() -> None:

@@ -1,4 +1,4 @@
-"""experiments/from_scratch_scale.py: the table's counting on hand-made cells, and one short run
+"""experiments/studies/from_scratch_scale.py: the table's counting on hand-made cells, and one short run
 end to end (a cell with its curve, its final measurement against PAS and its decisions)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from experiments import from_scratch_scale as fss
+from experiments.studies import from_scratch_scale as fss
 
 
 def _cell(seed: int, gaps: list[tuple[float, float]]) -> dict:

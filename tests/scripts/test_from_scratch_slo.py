@@ -1,4 +1,4 @@
-"""experiments/from_scratch_slo.py: the milestones of a curve under an SLO (a policy counts only
+"""experiments/studies/from_scratch_slo.py: the milestones of a curve under an SLO (a policy counts only
 where its exact E[T] meets D), the learned rows with their E[T] through the leaderboard's reader,
 option errors, and one update of each trainer end to end (a few seconds once numba's kernels
 are cached)."""
@@ -11,8 +11,8 @@ from functools import partial
 import numpy as np
 import pytest
 
-from experiments import from_scratch as fs
-from experiments import from_scratch_slo as slo
+from experiments.studies import from_scratch as fs
+from experiments.studies import from_scratch_slo as slo
 
 REF = {"slo": 1.0, "optimum": 1.0}
 

@@ -1,4 +1,4 @@
-"""experiments/latency_headroom.py --quick, and the sampler's right-sizing draws."""
+"""experiments/studies/latency_headroom.py --quick, and the sampler's right-sizing draws."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import latency_headroom
+from experiments.studies import latency_headroom
 from serverfarm_gym.envs.farm_sampler import FarmDistribution, sample_farm
 from serverfarm_gym.envs.validation import ConfigError
 

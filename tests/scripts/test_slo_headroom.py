@@ -1,10 +1,10 @@
-"""experiments/slo_headroom.py in its CI-sized form."""
+"""experiments/studies/slo_headroom.py in its CI-sized form."""
 
 from __future__ import annotations
 
 import json
 
-from experiments import slo_headroom
+from experiments.studies import slo_headroom
 
 
 def test_quick_run_writes_headroom_summary(tmp_path):

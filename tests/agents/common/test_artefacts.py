@@ -21,9 +21,9 @@ from serverfarm_gym.agents.common.artefacts import (
     read_model_sidecar,
     read_sb3_zip,
 )
-from serverfarm_gym.agents.generalist import TokenGeneralistPolicy
 from serverfarm_gym.agents.ppo import PPOAgent
 from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+from serverfarm_gym.agents.token_generalist import TokenGeneralistPolicy
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.mapping_files import FileFormatError
 
@@ -176,7 +176,7 @@ def test_non_finite_weights_are_refused(checkpoint, tmp_path):
 
 
 def test_generalist_files_go_through_the_same_loader(tmp_path):
-    from serverfarm_gym.agents.generalist import TOKEN_MODEL
+    from serverfarm_gym.agents.token_generalist import TOKEN_MODEL
 
     pt = Path(TOKEN_MODEL).with_suffix(".pt")
     model = tmp_path / "g.pt"

@@ -7,7 +7,7 @@ about 3 CPU-s) the best exactly evaluated policy of the run (what train.py's exa
 selection keeps) must reach 98% of the exact optimum, i.e. close most of PAS's gap.
 
 The share is chosen from the measured seed spread of exactly this run (``python -m
-experiments.from_scratch --scenarios pas-gap --trainers lean --seeds 10 --steps 16384 --out
+experiments.studies.from_scratch --scenarios pas-gap --trainers lean --seeds 10 --steps 16384 --out
 results/from_scratch_ci``, the average-reward advantage): over seeds 0-9 the best policy reached
 98.53% to 99.45% of the optimum (seed 0: 99.09%), so 98% sits 0.53 points below the worst seed
 and 1.09 below seed 0, above PAS's 97.26% and every random start (60-84%). tiny is checked by
@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from experiments.from_scratch import run_lean
+from experiments.studies.from_scratch import run_lean
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.evaluation.references import optimum_solution
 

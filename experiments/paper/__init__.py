@@ -1,0 +1,1 @@
+"""Scripts that reproduce the paper's claims (docs/results.md): ``python -m experiments.paper.NAME``."""
