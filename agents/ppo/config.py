@@ -1,4 +1,4 @@
-"""Settings of the lean masked PPO (:class:`LeanPPOConfig`), the farm-derived discount
+"""Settings of the masked PPO (:class:`PPOConfig`), the farm-derived discount
 (:func:`auto_gamma`) and the farm-dependent settings of :func:`recommended`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.evaluation.harness import epochs_per_duration
 
-__all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "LeanPPOConfig", "auto_gamma", "recommended"]
+__all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "PPOConfig", "auto_gamma", "recommended"]
 
 
 #: farms with more decision epochs per mean job duration than this count as "large" in
@@ -28,11 +28,11 @@ def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
 
 
 def recommended(config: FarmConfig) -> dict[str, Any]:
-    """Farm-dependent :class:`LeanPPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
+    """Farm-dependent :class:`PPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
     from one feature: ``E = epochs_per_duration(config)``, decisions per mean job duration
     (about the number of busy servers: it sets how much of the reward after a decision is
     other servers' noise). Small farms learn from a random start; use a PAS clone
-    (:meth:`LeanPPO.clone_pas`) first on large ones.
+    (:meth:`PPO.clone_pas`) first on large ones.
 
     * small farms (E <= 30): the average-reward advantage (``advantage="average"``: the
       average of ``W - eta P`` per decision, Dinkelbach's criterion, whose best policy is the
@@ -67,8 +67,8 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
 
 
 @dataclass
-class LeanPPOConfig:
-    """Settings of :class:`LeanPPO` (the names of ``train.Args`` where they coincide)."""
+class PPOConfig:
+    """Settings of :class:`PPO` (the names of ``train.Args`` where they coincide)."""
 
     n_envs: int = 64
     n_steps: int = 256
@@ -105,7 +105,7 @@ class LeanPPOConfig:
     anchor_smoothing: float = 0.2  # the label smoothing of that anchor
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def check(self) -> LeanPPOConfig:
+    def check(self) -> PPOConfig:
         for name in (
             "n_envs",
             "n_steps",

@@ -1,5 +1,11 @@
-"""A lean masked PPO (CleanRL style) that trains directly on the batched arrays of
-:class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib ``MaskablePPO`` file.
+"""The masked PPO of ``train.py`` (:class:`PPO`, CleanRL style): it trains directly on the batched
+arrays of :class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib
+``MaskablePPO`` file. One class: the rollout (:meth:`PPO.collect`), GAE and the clipped losses
+(``serverfarm_gym.agents.ppo.losses``, shared with the generalist's trainer), the update
+(:meth:`PPO.update`), the loop (:meth:`PPO.learn`), the start from a teacher's decisions
+(:meth:`PPO.clone_pas`, :meth:`PPO.soften`) and the file (:meth:`PPO.save`, :meth:`PPO.load`).
+Its settings are :class:`~serverfarm_gym.agents.ppo.config.PPOConfig`; train.py's run around it
+(evaluations, checkpoints, the kept model) is ``serverfarm_gym.agents.ppo.run``.
 
 Why it exists (BENCHMARKS.md, "Training throughput"): with sb3-contrib's ``MaskablePPO`` the
 Python work per collected step (``collect_rollouts``: a ``MaskableCategorical`` built per step,
@@ -9,7 +15,7 @@ minibatches. Here one rollout step is one forward pass of the network for all en
 compiled vector step; an update is a few large minibatches over preallocated tensors.
 
 The network *is* sb3-contrib's ``MaskableActorCriticPolicy`` (same modules, same orthogonal
-initialisation, same Adam with ``eps=1e-5``): :meth:`LeanPPO.save` writes an ordinary
+initialisation, same Adam with ``eps=1e-5``): :meth:`PPO.save` writes an ordinary
 ``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`serverfarm_gym.agents.ppo.write_sidecar`, so
 ``serverfarm_gym.agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
 
@@ -27,10 +33,11 @@ advantage estimators (``advantage``):
   reward, so this is the criterion actually optimised; ``gae_lambda < 1`` keeps the variance
   bounded.
 
-Optionally the policy is first fitted to PAS's decisions (:meth:`LeanPPO.clone_pas`: behaviour
+Optionally the policy is first fitted to PAS's decisions (:meth:`PPO.clone_pas`: behaviour
 cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency. The
 clone is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's
-gradient through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone
+gradient through a saturated softmax barely moves it (:meth:`PPO.soften` then scales its
+logits down). ``critic_warmup`` fits the value net alone
 for the first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every
 rollout's states to PPO's loss (large farms, where the advantages are mostly noise).
 :func:`recommended` gives the farm-dependent settings (BENCHMARKS.md, "Learned efficiency").
@@ -62,7 +69,7 @@ from serverfarm_gym.agents.ppo.agent import (
 )
 from serverfarm_gym.agents.ppo.config import (
     LARGE_FARM_EPOCHS_PER_DURATION,
-    LeanPPOConfig,
+    PPOConfig,
     auto_gamma,
     recommended,
 )
@@ -76,8 +83,8 @@ from serverfarm_gym.evaluation.harness import epochs_per_duration
 __all__ = [
     "LARGE_FARM_EPOCHS_PER_DURATION",
     "MASKED_LOGIT",
-    "LeanPPO",
-    "LeanPPOConfig",
+    "PPO",
+    "PPOConfig",
     "auto_gamma",
     "clone_loss",
     "gae",
@@ -87,17 +94,22 @@ __all__ = [
 ]
 
 
-class LeanPPO:
+#: the sidecar's ``trainer`` tag -> its entry with the settings: :meth:`PPO.save` writes
+#: ``"ppo"``, :meth:`PPO.load` also reads files written by earlier versions (``"lean_ppo"``)
+SIDECAR_CONFIGS = {"ppo": "ppo_config", "lean_ppo": "lean_ppo_config"}
+
+
+class PPO:
     """Masked PPO on a :class:`ServerFarmVectorEnv` of ``config``.
 
     ``model`` is an sb3-contrib ``MaskablePPO`` whose ``policy`` is the network trained here
     (the object is only used for its policy and for :meth:`save`: it never collects data).
     """
 
-    def __init__(self, scenario: Any, cfg: LeanPPOConfig | None = None, **overrides: Any):
+    def __init__(self, scenario: Any, cfg: PPOConfig | None = None, **overrides: Any):
         from sb3_contrib import MaskablePPO
 
-        self.cfg = cfg = (cfg or LeanPPOConfig(**overrides)).check()
+        self.cfg = cfg = (cfg or PPOConfig(**overrides)).check()
         self.config = load_scenario(scenario) if not isinstance(scenario, FarmConfig) else scenario
         torch.set_num_threads(int(cfg.torch_threads))
         torch.manual_seed(cfg.seed)
@@ -140,6 +152,10 @@ class LeanPPO:
         self.optimizer = self.policy.optimizer
         self.num_timesteps = 0
         self.n_updates = 0  # updates done by learn() (critic_warmup counts them)
+        # the steps the linear learning-rate schedule runs over; 0: each learn() call's own.
+        # train.py's run sets its whole length, so a resumed run continues the schedule where
+        # its checkpoint left it (as SB3's reset_num_timesteps=False does)
+        self.schedule_total = 0
         self.rho = 0.0  # running average reward (advantage="average")
         self._rho_init = False
         self._obs: np.ndarray | None = None
@@ -217,7 +233,14 @@ class LeanPPO:
         }
 
     def update(self, buf: dict[str, torch.Tensor], progress_remaining: float) -> dict[str, float]:
+        """One PPO update on the rollout in ``buf``: GAE, then ``n_epochs`` passes of clipped
+        minibatch steps at the learning rate of ``progress_remaining`` (of ``schedule_total``
+        when set); returns the mean of each loss term."""
         cfg = self.cfg
+        if self.schedule_total > 0:
+            per = cfg.n_steps * cfg.n_envs
+            done = (self.num_timesteps - per) / self.schedule_total
+            progress_remaining = min(1.0, max(0.0, 1.0 - done))
         lr = cfg.learning_rate * (progress_remaining if cfg.lr_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -310,8 +333,8 @@ class LeanPPO:
     def learn(
         self,
         total_timesteps: int,
-        callback: Callable[[LeanPPO], Any] | None = None,
-    ) -> LeanPPO:
+        callback: Callable[[PPO], Any] | None = None,
+    ) -> PPO:
         """Train for ``total_timesteps`` env steps (rounded up to whole rollouts);
         ``callback(self)`` runs after every update (evaluations, checkpoints)."""
         torch.set_num_threads(int(self.cfg.torch_threads))
@@ -388,6 +411,57 @@ class LeanPPO:
             p_pas = p.gather(1, Y[:, None]).mean()
         return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
 
+    @torch.no_grad()
+    def soften(self, confidence: float, n_steps: int = 64, teacher: Any = "pas") -> float:
+        """Scale the policy head (weights and bias, i.e. the logits) so that on states visited
+        by ``teacher`` (PAS by default, or the policy it was cloned from: :meth:`teacher`)
+        the sampling policy's probability of its argmax is, on average, ``confidence`` of
+        the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
+        (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
+        at or below ``confidence``).
+
+        Why: the behaviour-cloned policy is nearly deterministic, so PPO samples little else
+        and barely moves it (BENCHMARKS.md). Scaling the logits keeps every argmax, so the
+        deterministic policy, and its efficiency, stay exactly the clone's, while the
+        sampling policy explores the other actions. Normalising per state makes the setting
+        mean the same on farms with 2 or 20 allowed actions (a mean probability of 0.4 cannot
+        be reached in states with two actions, and drove tiny's scale to 0.013, where the
+        trunk got too little gradient to learn)."""
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
+        policy = self.teacher(teacher)
+        if self._obs is None:
+            self._start()
+        obs_l, mask_l = [], []
+        for _ in range(n_steps):
+            m = self.venv.action_masks()
+            a, _ = policy.predict(self._obs, action_masks=m)
+            obs_l.append(self._obs)
+            mask_l.append(m)
+            self._obs = self.venv.step(a)[0]
+        masks = torch.from_numpy(np.concatenate(mask_l))
+        keep = masks.sum(-1) >= 2
+        if not bool(keep.any()):
+            return 1.0
+        logits, _ = self.forward(torch.from_numpy(np.concatenate(obs_l))[keep])
+        masks = masks[keep]
+        uniform = 1.0 / masks.sum(-1).float()
+
+        def certainty(scale: float) -> float:
+            p = torch.softmax(masked_logits(logits * scale, masks), -1).max(-1).values
+            return float(((p - uniform) / (1.0 - uniform)).mean())
+
+        if certainty(1.0) <= confidence:
+            return 1.0
+        lo, hi = 1e-4, 1.0  # certainty is increasing in the scale: bisect on a log scale
+        for _ in range(50):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (lo, mid) if certainty(mid) > confidence else (mid, hi)
+        head = self.policy.action_net
+        head.weight.mul_(hi)
+        head.bias.mul_(hi)
+        return hi
+
     def teacher(self, teacher: Any) -> Any:
         """The policy of a registry name (in the network's action mode), or ``teacher`` itself."""
         if isinstance(teacher, str):
@@ -422,30 +496,29 @@ class LeanPPO:
             p, config or self.config, action_mode or self.cfg.action_mode,
             network_mode=self.cfg.action_mode,
             timesteps=self.num_timesteps,
-            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
+            trainer="ppo", ppo_config=cfg, gamma=self.gamma, rho=self.rho,
             n_updates=self.n_updates, **sidecar,
         )  # fmt: skip
         return p
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> LeanPPO:
+    def load(cls, path: str | Path, **overrides: Any) -> PPO:
         """Continue training from a file written by :meth:`save` (network, Adam state, step
         count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
         envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does. Nothing is
         unpickled (``serverfarm_gym.agents.common.artefacts.read_sb3_zip``): a planted checkpoint cannot run code."""
         p = Path(path)
         meta = read_model_sidecar(p)
-        cfg = meta.get("lean_ppo_config")
-        if meta.get("trainer") != "lean_ppo" or not isinstance(cfg, dict):
-            raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
+        key = SIDECAR_CONFIGS.get(str(meta.get("trainer")), "")
+        cfg = meta.get(key)
+        if not key or not isinstance(cfg, dict):
+            raise ValueError(f"path: {p} was not saved by PPO.save (no ppo_config)")
         kw = dict(cfg) | overrides
         try:
             kw["net_arch"] = tuple(kw["net_arch"])
-            config = LeanPPOConfig(**kw)
+            config = PPOConfig(**kw)
         except (KeyError, TypeError) as err:
-            raise ArtefactError(
-                f"{sidecar_path(p)}: lean_ppo_config is not one of LeanPPO: {err}"
-            ) from err
+            raise ArtefactError(f"{sidecar_path(p)}: {key} is not one of PPOConfig: {err}") from err
         farm = meta.get("train_scenario") or meta["scenario"]  # a twin trains on its own farm
         trainer = cls(farm_from_dict(farm), config)
         # weights and Adam state only, no unpickling (serverfarm_gym.agents.common.artefacts)
