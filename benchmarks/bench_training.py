@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", default=None, help="write the results to this file")
     ns = p.parse_args(argv)
     from serverfarm_gym.agents.ppo import model_predictor
-    from serverfarm_gym.agents.ppo.ppo import numpy_predictor
+    from serverfarm_gym.agents.ppo.agent import numpy_predictor
     from serverfarm_gym.envs.scenarios import load_scenario
 
     torch.set_num_threads(1)

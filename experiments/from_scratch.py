@@ -107,7 +107,8 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
 def ppo_trainer(config: Any, seed: int, **overrides: Any) -> Any:
     """A random-start ``PPO`` with ``recommended(config)`` (``overrides`` replace its
     entries), checked to update every ``EVAL_EVERY`` steps."""
-    from serverfarm_gym.agents.ppo.ppo import PPO, recommended
+    from serverfarm_gym.agents.ppo.config import recommended
+    from serverfarm_gym.agents.ppo.ppo import PPO
 
     kw = recommended(config) | overrides
     trainer = PPO(config, action_mode=ACTION_MODE, seed=seed, **kw)

@@ -171,7 +171,8 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     paired gap. Also the share of PAS's gap to the relaxation bound closed."""
     import copy
 
-    from serverfarm_gym.agents.ppo.ppo import PPO, numpy_predictor
+    from serverfarm_gym.agents.ppo.agent import numpy_predictor
+    from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.baselines.registry import make_policy
     from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
     from serverfarm_gym.envs.scenarios import load_scenario

@@ -1,46 +1,34 @@
-"""The masked PPO of ``train.py`` (:class:`PPO`, CleanRL style): it trains directly on the batched
-arrays of :class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib
-``MaskablePPO`` file. One class: the rollout (:meth:`PPO.collect`), GAE and the clipped losses
-(``serverfarm_gym.agents.ppo.losses``, shared with the generalist's trainer), the update
-(:meth:`PPO.update`), the loop (:meth:`PPO.learn`), the start from a teacher's decisions
-(:meth:`PPO.clone_pas`, :meth:`PPO.soften`) and the file (:meth:`PPO.save`, :meth:`PPO.load`).
+"""The masked PPO of ``train.py`` (:class:`PPO`, CleanRL style), trained directly on the batched
+arrays of :class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`: the rollout
+(:meth:`PPO.collect`: one forward pass for all envs and one compiled vector step per step), GAE
+and the clipped losses (``serverfarm_gym.agents.ppo.losses``), the update (:meth:`PPO.update`:
+a few large minibatches over preallocated tensors), the loop (:meth:`PPO.learn`), behaviour
+cloning of a teacher (:meth:`PPO.clone_pas`) and the file (:meth:`PPO.save`, :meth:`PPO.load`).
 Its settings are :class:`~serverfarm_gym.agents.ppo.config.PPOConfig`; train.py's run around it
-(evaluations, checkpoints, the kept model) is ``serverfarm_gym.agents.ppo.run``.
-
-Why it exists (BENCHMARKS.md, "Training throughput"): with sb3-contrib's ``MaskablePPO`` the
-Python work per collected step (``collect_rollouts``: a ``MaskableCategorical`` built per step,
-the rollout buffer's per-step copies, one info dict per env, callbacks) and per minibatch caps
-training far below what the compiled vector env delivers, even with 64 envs and large
-minibatches. Here one rollout step is one forward pass of the network for all envs plus one
-compiled vector step; an update is a few large minibatches over preallocated tensors.
+is ``serverfarm_gym.agents.ppo.run``. Why not sb3-contrib's ``MaskablePPO``: its Python work per
+collected step and per minibatch caps training far below what the vector env delivers
+(BENCHMARKS.md, "Training throughput").
 
 The network *is* sb3-contrib's ``MaskableActorCriticPolicy`` (same modules, same orthogonal
 initialisation, same Adam with ``eps=1e-5``): :meth:`PPO.save` writes an ordinary
 ``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`serverfarm_gym.agents.ppo.write_sidecar`, so
 ``serverfarm_gym.agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
 
-The algorithm is PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an
-entropy bonus, global gradient-norm clipping and a linearly decaying learning rate. Two
-advantage estimators (``advantage``):
+PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an entropy bonus, global
+gradient-norm clipping and a linearly decaying learning rate. Two advantages (``advantage``):
 
-* ``"discounted"``: the usual GAE with discount ``gamma``. ``gamma="auto"`` derives it from the
-  farm: a horizon of ``horizon_durations`` mean job durations in model time, i.e.
-  ``gamma = 1 - 1 / (horizon_durations * epochs_per_duration)`` (decision epochs are arrivals, so
-  a large farm needs a discount much closer to 1 for the same horizon).
+* ``"discounted"``: GAE with discount ``gamma``; ``gamma="auto"``: a horizon of
+  ``horizon_durations`` mean job durations in model time (``config.auto_gamma``).
 * ``"average"``: average-reward (differential) GAE without a discount: ``delta_t = r_t - rho +
-  V(s_{t+1}) - V(s_t)`` with ``rho`` the running average reward (updated once per rollout from
-  the rollout's mean reward). The env's reward ``W - eta P`` is already a Dinkelbach average
-  reward, so this is the criterion actually optimised; ``gae_lambda < 1`` keeps the variance
-  bounded.
+  V(s_{t+1}) - V(s_t)``, ``rho`` the running average reward (updated once per rollout). The
+  env's reward ``W - eta P`` is a Dinkelbach average reward, so this is the criterion
+  optimised; ``gae_lambda < 1`` keeps the variance bounded.
 
-Optionally the policy is first fitted to PAS's decisions (:meth:`PPO.clone_pas`: behaviour
-cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency. The
-clone is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's
-gradient through a saturated softmax barely moves it (:meth:`PPO.soften` then scales its
-logits down). ``critic_warmup`` fits the value net alone
-for the first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every
-rollout's states to PPO's loss (large farms, where the advantages are mostly noise).
-:func:`recommended` gives the farm-dependent settings (BENCHMARKS.md, "Learned efficiency").
+A clone of PAS's (or another teacher's) decisions starts training at its efficiency; the clone
+is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's gradient
+through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone for the
+first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every rollout's
+states to PPO's loss (large farms, where the advantages are mostly noise).
 """
 
 from __future__ import annotations
@@ -61,18 +49,8 @@ from serverfarm_gym.agents.common.checkpoints import (
     diverged,
     save_model_atomic,
 )
-from serverfarm_gym.agents.ppo.agent import (
-    MASKED_LOGIT,
-    numpy_predictor,
-    sidecar_path,
-    write_sidecar,
-)
-from serverfarm_gym.agents.ppo.config import (
-    LARGE_FARM_EPOCHS_PER_DURATION,
-    PPOConfig,
-    auto_gamma,
-    recommended,
-)
+from serverfarm_gym.agents.ppo.agent import sidecar_path, write_sidecar
+from serverfarm_gym.agents.ppo.config import PPOConfig, auto_gamma
 from serverfarm_gym.agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
@@ -80,18 +58,7 @@ from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
 from serverfarm_gym.evaluation.harness import epochs_per_duration
 
-__all__ = [
-    "LARGE_FARM_EPOCHS_PER_DURATION",
-    "MASKED_LOGIT",
-    "PPO",
-    "PPOConfig",
-    "auto_gamma",
-    "clone_loss",
-    "gae",
-    "numpy_predictor",
-    "ppo_losses",
-    "recommended",
-]
+__all__ = ["PPO", "SIDECAR_CONFIGS"]
 
 
 #: the sidecar's ``trainer`` tag -> its entry with the settings: :meth:`PPO.save` writes
@@ -237,9 +204,8 @@ class PPO:
         minibatch steps at the learning rate of ``progress_remaining`` (of ``schedule_total``
         when set); returns the mean of each loss term."""
         cfg = self.cfg
-        if self.schedule_total > 0:
-            per = cfg.n_steps * cfg.n_envs
-            done = (self.num_timesteps - per) / self.schedule_total
+        if self.schedule_total > 0:  # the schedule of the whole run
+            done = (self.num_timesteps - cfg.n_steps * cfg.n_envs) / self.schedule_total
             progress_remaining = min(1.0, max(0.0, 1.0 - done))
         lr = cfg.learning_rate * (progress_remaining if cfg.lr_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
@@ -281,29 +247,7 @@ class PPO:
                 a = flat["adv"][idx]
                 if cfg.normalize_advantage and len(idx) > 1:
                     a = (a - a.mean()) / (a.std() + 1e-8)
-                logits, v = self.forward(flat["obs"][idx])
-                terms = ppo_losses(
-                    logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
-                    flat["ret"][idx], cfg.clip_range,
-                )  # fmt: skip
-                if cfg.pas_anchor > 0:
-                    # a behaviour-cloning term on the rollout's own states: PPO's advantages on
-                    # a large farm are mostly noise (one decision among ~100 servers' events),
-                    # and normalised advantages turn that noise into unit-sized steps; the
-                    # anchor pulls the policy back to PAS except where the advantages agree
-                    terms["anchor"] = clone_loss(
-                        logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
-                    )
-                if critic_only:
-                    loss = cfg.vf_coef * terms["value"]
-                else:
-                    loss = (
-                        terms["policy"]
-                        + cfg.vf_coef * terms["value"]
-                        - cfg.ent_coef * terms["entropy"]
-                    )
-                    if cfg.pas_anchor > 0:
-                        loss = loss + cfg.pas_anchor * terms["anchor"]
+                loss, terms = self._loss(flat, idx, a, critic_only)
                 if not bool(torch.isfinite(loss)):  # stop before a step spreads it
                     raise diverged(self.num_timesteps, f"the loss is {float(loss.detach())}")
                 self.optimizer.zero_grad(set_to_none=True)
@@ -316,6 +260,34 @@ class PPO:
         self.policy.set_training_mode(False)
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         return out | {"lr": lr, "rho": self.rho, "critic_only": float(critic_only)}
+
+    def _loss(
+        self, flat: dict[str, torch.Tensor], idx: torch.Tensor, adv: torch.Tensor, critic_only: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss on the minibatch ``idx`` of the rollout ``flat`` (``adv``: its advantages)
+        and its terms: the clipped surrogate, value and entropy terms (:func:`ppo_losses`) and
+        the anchor to PAS (``pas_anchor``); the value term alone in the critic warm-up."""
+        cfg = self.cfg
+        logits, v = self.forward(flat["obs"][idx])
+        terms = ppo_losses(
+            logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], adv,
+            flat["ret"][idx], cfg.clip_range,
+        )  # fmt: skip
+        if cfg.pas_anchor > 0:
+            # a behaviour-cloning term on the rollout's own states: PPO's advantages on
+            # a large farm are mostly noise (one decision among ~100 servers' events),
+            # and normalised advantages turn that noise into unit-sized steps; the
+            # anchor pulls the policy back to PAS except where the advantages agree
+            terms["anchor"] = clone_loss(
+                logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
+            )
+        if critic_only:
+            loss = cfg.vf_coef * terms["value"]
+        else:
+            loss = terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
+            if cfg.pas_anchor > 0:
+                loss = loss + cfg.pas_anchor * terms["anchor"]
+        return loss, terms
 
     def _buffer(self) -> dict[str, torch.Tensor]:
         T, N = self.cfg.n_steps, self.cfg.n_envs
@@ -377,21 +349,11 @@ class PPO:
         smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
-        policy = self.teacher(teacher)
-        if self._obs is None:
-            self._start()
-        obs_l, mask_l, act_l = [], [], []
-        for _ in range(n_steps):
-            m = self.venv.action_masks()
-            a, _ = policy.predict(self._obs, action_masks=m)
-            obs_l.append(self._obs)
-            mask_l.append(m)
-            act_l.append(np.asarray(a, dtype=np.int64))
-            self._obs = self.venv.step(a)[0]
-        X = torch.from_numpy(np.concatenate(obs_l))
+        obs, masks, actions = self.teacher_states(teacher, n_steps)
+        X = torch.from_numpy(obs)
         # the env's masks are int8 0/1; torch.where below takes a boolean condition
-        M = torch.from_numpy(np.concatenate(mask_l)).bool()
-        Y = torch.from_numpy(np.concatenate(act_l))
+        M = torch.from_numpy(masks).bool()
+        Y = torch.from_numpy(actions)
         opt = torch.optim.Adam(self.policy.parameters(), lr=lr)
         n = len(Y)
         for _ in range(epochs):
@@ -411,62 +373,29 @@ class PPO:
             p_pas = p.gather(1, Y[:, None]).mean()
         return {"accuracy": acc, "samples": n, "p_pas": float(p_pas), "entropy": float(ent)}
 
-    @torch.no_grad()
-    def soften(self, confidence: float, n_steps: int = 64, teacher: Any = "pas") -> float:
-        """Scale the policy head (weights and bias, i.e. the logits) so that on states visited
-        by ``teacher`` (PAS by default, or the policy it was cloned from: :meth:`teacher`)
-        the sampling policy's probability of its argmax is, on average, ``confidence`` of
-        the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
-        (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
-        at or below ``confidence``).
-
-        Why: the behaviour-cloned policy is nearly deterministic, so PPO samples little else
-        and barely moves it (BENCHMARKS.md). Scaling the logits keeps every argmax, so the
-        deterministic policy, and its efficiency, stay exactly the clone's, while the
-        sampling policy explores the other actions. Normalising per state makes the setting
-        mean the same on farms with 2 or 20 allowed actions (a mean probability of 0.4 cannot
-        be reached in states with two actions, and drove tiny's scale to 0.013, where the
-        trunk got too little gradient to learn)."""
-        if not 0.0 < confidence < 1.0:
-            raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
-        policy = self.teacher(teacher)
-        if self._obs is None:
-            self._start()
-        obs_l, mask_l = [], []
-        for _ in range(n_steps):
-            m = self.venv.action_masks()
-            a, _ = policy.predict(self._obs, action_masks=m)
-            obs_l.append(self._obs)
-            mask_l.append(m)
-            self._obs = self.venv.step(a)[0]
-        masks = torch.from_numpy(np.concatenate(mask_l))
-        keep = masks.sum(-1) >= 2
-        if not bool(keep.any()):
-            return 1.0
-        logits, _ = self.forward(torch.from_numpy(np.concatenate(obs_l))[keep])
-        masks = masks[keep]
-        uniform = 1.0 / masks.sum(-1).float()
-
-        def certainty(scale: float) -> float:
-            p = torch.softmax(masked_logits(logits * scale, masks), -1).max(-1).values
-            return float(((p - uniform) / (1.0 - uniform)).mean())
-
-        if certainty(1.0) <= confidence:
-            return 1.0
-        lo, hi = 1e-4, 1.0  # certainty is increasing in the scale: bisect on a log scale
-        for _ in range(50):
-            mid = math.sqrt(lo * hi)
-            lo, hi = (lo, mid) if certainty(mid) > confidence else (mid, hi)
-        head = self.policy.action_net
-        head.weight.mul_(hi)
-        head.bias.mul_(hi)
-        return hi
-
     def teacher(self, teacher: Any) -> Any:
         """The policy of a registry name (in the network's action mode), or ``teacher`` itself."""
         if isinstance(teacher, str):
             return make_policy(teacher, self.config, self.cfg.action_mode)
         return teacher
+
+    def teacher_states(
+        self, teacher: Any, n_steps: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(obs, masks, actions) of ``n_steps`` steps of every env with ``teacher``
+        (:meth:`teacher`) choosing the actions, where the envs' trajectories stand."""
+        policy = self.teacher(teacher)
+        if self._obs is None:
+            self._start()
+        obs_l, mask_l, act_l = [], [], []
+        for _ in range(n_steps):
+            m = self.venv.action_masks()
+            a, _ = policy.predict(self._obs, action_masks=m)
+            obs_l.append(self._obs)
+            mask_l.append(m)
+            act_l.append(np.asarray(a, dtype=np.int64))
+            self._obs = self.venv.step(a)[0]
+        return np.concatenate(obs_l), np.concatenate(mask_l), np.concatenate(act_l)
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(

@@ -1,19 +1,15 @@
-"""train.py's default route: one PPO run (:func:`train_ppo`) of the masked PPO of
+"""train.py's default route: one run (:func:`train_ppo`) of the masked PPO of
 ``serverfarm_gym.agents.ppo.ppo``, with the run directory, evaluations, best-model selection,
-checkpoints, resume and Ctrl-C of ``train.py``.
+checkpoints, resume and Ctrl-C of ``train.py``. Three steps sharing a :class:`PPORun`:
 
-Three steps sharing a :class:`PPORun`:
-
-1. :func:`_build`: the trainer, resumed from the newest checkpoint that loads (``_resume``) or
-   new and fitted to its ``--init`` teacher (``_warm_start``: the clone, checkpointed at step 0;
-   on a simulated farm ``best-priority`` clones the strongest of the searched table and PAS,
-   :func:`strongest_start`);
+1. :func:`_build`: the trainer, resumed from the newest checkpoint that loads (``_resume``,
+   ``serverfarm_gym.agents.ppo.resume``) or new and fitted to its ``--init`` teacher
+   (``_warm_start``, ``serverfarm_gym.agents.ppo.start``: the clone, checkpointed at step 0);
 2. :func:`_learn`: rollouts and updates; the policy is evaluated at step 0, every ``eval_freq``
    steps and at the end, exactly where the per-server chain is small, else in the vector env
    with fixed seeds, paired with PAS (``serverfarm_gym.evaluation.paired``); ``best_model.zip`` is
-   replaced only by a better model (exact, or the paired 95% interval above 0); checkpoints
-   are kept to the newest :data:`KEEP_CHECKPOINTS`, and Ctrl-C saves the :class:`Snapshot` of
-   the latest update;
+   replaced only by a better model (exact, or the paired 95% interval above 0); Ctrl-C saves
+   the snapshot of the latest update;
 3. :func:`_verdict`: the best and the final model measured once more, on fresh seeds, next to
    PAS on the same seeds (``serverfarm_gym.agents.ppo.verdict``); the summary says whether PPO
    beats PAS significantly, is not significantly different, or is below.
@@ -25,7 +21,6 @@ The run directory has the layout of the SB3 trainer's (docs/training.md).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -39,28 +34,33 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 
 from serverfarm_gym.agents.common.artefacts import read_json_object, read_model_sidecar
-from serverfarm_gym.agents.common.checkpoints import (
-    TrainingDiverged,
-    list_checkpoints,
-    newest_loadable,
-    read_evaluations,
-)
+from serverfarm_gym.agents.common.checkpoints import TrainingDiverged, read_evaluations
 from serverfarm_gym.agents.common.farm_settings import policy_warmup
 from serverfarm_gym.agents.common.run_dir import write_run_args
 from serverfarm_gym.agents.ppo import slo as slo_training
-from serverfarm_gym.agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
-from serverfarm_gym.agents.ppo.config import PPOConfig
-from serverfarm_gym.agents.ppo.ppo import PPO, numpy_predictor
+from serverfarm_gym.agents.ppo.agent import (
+    PPOAgent,
+    atomic_write_json,
+    numpy_predictor,
+    sidecar_path,
+)
+from serverfarm_gym.agents.ppo.config import network_mode, ppo_config
+from serverfarm_gym.agents.ppo.ppo import PPO
+from serverfarm_gym.agents.ppo.resume import (
+    Snapshot,
+    checkpoint_path,
+    load_newest,
+    prune_checkpoints,
+)
+from serverfarm_gym.agents.ppo.start import clone_start
 from serverfarm_gym.agents.ppo.verdict import (
     START_MODEL,
     confirm_against_start,
     final_window,
     plain_estimate,
     provenance,
+    run_references,
 )
-from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
-from serverfarm_gym.baselines.priority import PriorityPolicy
-from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.symmetry import GroupView
 from serverfarm_gym.evaluation.exact import exact_solvable
@@ -74,57 +74,12 @@ from serverfarm_gym.evaluation.paired import (
     estimate_from_dict,
 )
 from serverfarm_gym.evaluation.provenance import versions
-from serverfarm_gym.evaluation.references import reference_values
 from serverfarm_gym.evaluation.stats import gaps
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
     from serverfarm_gym.agents.common.run_args import PPOArgs
 
-__all__ = [
-    "KEEP_CHECKPOINTS",
-    "PPORun",
-    "ProgressBar",
-    "Snapshot",
-    "checkpoint_path",
-    "load_newest",
-    "network_mode",
-    "ppo_config",
-    "prune_checkpoints",
-    "run_references",
-    "strongest_start",
-    "train_ppo",
-]
-
-#: checkpoints kept (the newest)
-KEEP_CHECKPOINTS = 3
-
-
-def network_mode(a: PPOArgs) -> str:
-    """The encoding the network trains in: server actions with ``server_network="tied"`` train
-    a (group, level) network, which acts on servers through ``serverfarm_gym.envs.symmetry.GroupView`` (the
-    trajectories are the same step for step, and an optimal policy can be taken symmetric over
-    exchangeable servers); otherwise the action mode itself."""
-    tied = a.action_mode == "server" and a.server_network == "tied"
-    return "group" if tied else a.action_mode
-
-
-def ppo_config(a: PPOArgs, seed: int | None = None) -> PPOConfig:
-    """The ``PPOConfig`` of train.py's resolved arguments ``a`` (its ``action_mode`` is the
-    network's, :func:`network_mode`)."""
-    eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
-    return PPOConfig(
-        n_envs=a.n_envs, n_steps=a.n_steps, batch_size=a.batch_size, n_epochs=a.n_epochs,
-        learning_rate=a.learning_rate, lr_schedule=a.lr_schedule, advantage=a.advantage,
-        gamma=a.gamma, gae_lambda=a.gae_lambda, clip_range=a.clip_range, ent_coef=a.ent_coef,
-        vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
-        net_arch=tuple(int(x) for x in str(a.net_arch).split(",") if x.strip()),
-        activation=a.activation, torch_threads=a.torch_threads,
-        seed=a.seed if seed is None else seed, action_mode=network_mode(a), reward_eta=eta,
-        eta_tau=a.eta_tau,
-        # a twin's envs warm up for 50 of its own durations; a.warmup_epochs is the farm's
-        warmup_epochs=-1 if a.train_scale > 1 else a.warmup_epochs,
-        objective=a.objective,
-    )  # fmt: skip
+__all__ = ["PPORun", "ProgressBar", "train_ppo"]
 
 
 @dataclass
@@ -262,78 +217,10 @@ def _warm_start(run: PPORun) -> None:
     twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
     trainer = run.trainer = PPO(twin, ppo_config(a))
     if a.init != "random":
-        t0 = time.process_time()
-        if run.slo is not None:  # a start that meets the SLO (PAS misses it)
-            teacher, note = slo_training.slo_teacher(trainer, run.slo.space, a.seed, a.init)
-            if note:
-                print(note)
-        elif a.init == "best-priority" and not run.exact:  # the stronger of it and PAS
-            teacher, line = strongest_start(a, config, trainer, run.evaluator)
-            print(line)
-        else:  # PAS, or a searched / pretrained policy
-            teacher = trainer.teacher(a.init)
-        # a few thousand decisions per env cover the states the teacher visits; on a
-        # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
-        # interval: a clone fitted on part of the cycle imitates the teacher only there)
-        clone_steps = 16_384
-        if trainer.config.is_time_varying:
-            clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
-        # a randomised teacher is cloned by its action probabilities: no label smoothing, no
-        # softening (either would change the probabilities, so the E[T] of the start)
-        clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
-                                  teacher=teacher,
-                                  smoothing=0.0 if run.slo is not None else None)  # fmt: skip
-        soft = "its probabilities kept (a randomised teacher)"
-        if run.slo is None:
-            scale = trainer.soften(a.pas_confidence, teacher=teacher)
-            soft = (f"logits scaled by {scale:.3g}: its action sampled {a.pas_confidence:g} of "
-                    "the way from uniform to certain")  # fmt: skip
-        run.started_from = str(getattr(teacher, "name", a.init))
-        print(f"init: {run.started_from} clone, accuracy {clone['accuracy']:.4f} on "
-              f"{clone['samples']:,} decisions; {soft} "
-              f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
+        run.started_from = clone_start(trainer, a, config, run.slo, run.exact, run.evaluator)
     run.side["started_from"] = run.started_from  # every model's sidecar names its start
     trainer.save(checkpoint_path(run.ckpt_dir, 0), **run.side)
     trainer.save(run.out / START_MODEL, **run.side)  # the start, for the confirmation (below)
-
-
-def strongest_start(
-    a: PPOArgs, config: FarmConfig, trainer: PPO, evaluator: PairedEvaluator
-) -> tuple[Any, str]:
-    """(teacher, line): the policy to clone on a simulated farm with ``init="best-priority"``:
-    the searched table, PAS, or (cost objective) price-aware PAS, whichever measures best on
-    the evaluator's seeds, paired with PAS. Why: the search measures energy efficiency on its
-    own sample path, so on another objective, or by chance, its table can start a run below
-    PAS, and the kept model never falls below the start. The table searched on a twin is
-    measured on the farm itself (the same groups and levels)."""
-    names = ["best-priority", "pas"] + (["pas-price"] if a.objective == "cost" else [])
-    # the table is searched on the objective the run measures (a table that is good in energy
-    # can be worse than PAS in energy cost, when prices vary across groups and hours)
-    searched = BestPriorityPolicy(
-        trainer.config, trainer.cfg.action_mode, search_objective=a.objective
-    )
-    teachers = {n: trainer.teacher(searched if n == "best-priority" else n) for n in names}
-    pas_est, scores = evaluator.pas, {}
-    for n, t in teachers.items():
-        if n == "pas":
-            scores[n] = 0.0
-            continue
-        on_farm = t
-        if trainer.config is not config:  # a twin's policy, measured on the farm itself
-            # the twin's searched table; a fixed rule (price-aware PAS, which may follow the
-            # interval and then has no single table) is built for the farm itself
-            on_farm = (
-                PriorityPolicy(config, evaluator.action_mode, table=t.priority_table())
-                if n == "best-priority"
-                else make_policy(n, config, evaluator.action_mode)
-            )
-        scores[n] = compare(evaluator.measure(on_farm), pas_est).gap_pct
-    best = max(names, key=lambda n: (scores[n], n == "pas"))  # ties: PAS
-    line = ", ".join(f"{n} {scores[n]:+.3f}%" for n in names if n != "pas")
-    return teachers[best], (
-        f"start: measured against PAS (paired, {evaluator.replications} replications): {line}; "
-        f"cloning {best}"
-    )
 
 
 def _open_log(run: PPORun) -> None:
@@ -367,21 +254,6 @@ def _open_log(run: PPORun) -> None:
         run.writer = SummaryWriter(str(out / "tb" / "ppo_1"))
     run.last_eval = run.history[-1]["timesteps"] if run.history else -1
     run.last_ckpt = run.start
-
-
-def run_references(config: FarmConfig, pas: Estimate, objective: str) -> References:
-    if objective != "energy":  # the optimum and the bound are of jobs per unit energy
-        why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
-        return References(pas, None, why, None, why)
-    refs = reference_values(config, compute_optimum=True)
-    opt, bound = refs["optimum"], refs["upper_bound"]
-    return References(
-        pas,
-        None if opt is None else float(opt["efficiency"]),
-        f"not computable ({refs['optimum_reason']})" if opt is None else f"exact ({opt['source']})",
-        None if bound is None else float(bound["efficiency"]),
-        bound["source"] if bound is not None else f"not computable: {refs['upper_bound_reason']}",
-    )
 
 
 def _evaluate(run: PPORun) -> None:
@@ -426,31 +298,6 @@ def _checkpoint(run: PPORun) -> None:
     run.model.save(checkpoint_path(run.ckpt_dir, int(run.model.num_timesteps)), **run.side)
     prune_checkpoints(run.ckpt_dir)
     run.last_ckpt = int(run.model.num_timesteps)
-
-
-def checkpoint_path(ckpt_dir: Path, steps: int) -> Path:
-    return ckpt_dir / f"ckpt_{steps}_steps.zip"
-
-
-def prune_checkpoints(ckpt_dir: Path) -> None:
-    for path, _ in list_checkpoints(ckpt_dir)[KEEP_CHECKPOINTS:]:
-        path.with_suffix(".json").unlink(missing_ok=True)
-        path.unlink(missing_ok=True)
-
-
-def load_newest(ckpt_dir: Path, a: PPOArgs) -> tuple[PPO, Path, int] | None:
-    """The newest checkpoint that loads: (trainer, path, timesteps); None if there is none.
-    A damaged one (cut short, no sidecar, wrong step count) is skipped with a warning."""
-
-    def load(path: Path, steps: int) -> PPO:
-        # fresh random streams for the continuation (the first ones were seeded with a.seed)
-        overrides = dataclasses.asdict(ppo_config(a, seed=a.seed + steps))
-        trainer = PPO.load(path, **overrides)
-        if trainer.num_timesteps != steps:
-            raise ValueError(f"it holds {trainer.num_timesteps} timesteps, its name says {steps}")
-        return trainer
-
-    return newest_loadable(ckpt_dir, load)
 
 
 def _learn(run: PPORun) -> None:
@@ -526,25 +373,6 @@ class ProgressBar:
 
     def close(self) -> None:
         self._p.stop()
-
-
-class Snapshot:
-    """The trainer's parameters after its latest update (policy, Adam, step count, running
-    average reward): what Ctrl-C saves, whether it came during a rollout or an update."""
-
-    def __init__(self, trainer: PPO):
-        self.take(trainer)
-
-    def take(self, t: PPO) -> None:
-        self.steps = int(t.num_timesteps)
-        self.policy = copy.deepcopy(t.policy.state_dict())
-        self.optim = copy.deepcopy(t.optimizer.state_dict())
-        self.rho, self.rho_init = t.rho, t._rho_init
-
-    def restore(self, t: PPO) -> None:
-        t.policy.load_state_dict(self.policy)
-        t.optimizer.load_state_dict(self.optim)
-        t.num_timesteps, t.rho, t._rho_init = self.steps, self.rho, self.rho_init
 
 
 def _stop(run: PPORun, snap: Snapshot, err: BaseException) -> NoReturn:

@@ -1,6 +1,7 @@
-"""The verdict of a PPO run (``serverfarm_gym.agents.ppo.run``): the final window's evaluator
-(:func:`final_window`), the kept model confirmed against the run's start on seeds of its own
-(:func:`confirm_against_start`), and the provenance of the kept model (:func:`provenance`)."""
+"""The verdict of a PPO run (``serverfarm_gym.agents.ppo.run``): the references of its report
+(:func:`run_references`), the final window's evaluator (:func:`final_window`), the kept model
+confirmed against the run's start on seeds of its own (:func:`confirm_against_start`), and the
+provenance of the kept model (:func:`provenance`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from serverfarm_gym.agents.ppo.agent import PPOAgent, sidecar_path
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.measure import Estimate
+from serverfarm_gym.evaluation.measure import Estimate, References
 from serverfarm_gym.evaluation.paired import PairedEvaluator, compare
+from serverfarm_gym.evaluation.references import reference_values
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
     from serverfarm_gym.agents.common.run_args import PPOArgs
 
-__all__ = ["START_MODEL", "confirm_against_start", "final_window", "plain_estimate", "provenance"]
+__all__ = ["START_MODEL", "confirm_against_start", "final_window", "plain_estimate", "provenance",
+           "run_references"]  # fmt: skip
 
 START_MODEL = "start_model.zip"  # the clone (or random start) before PPO, kept for the confirmation
 
@@ -111,3 +114,18 @@ def provenance(
     else:  # a run without its start model (written before it was kept)
         change = {"method": "not measured"}
     return {"start": start, "kept": "ppo", "ppo_change": change}
+
+
+def run_references(config: FarmConfig, pas: Estimate, objective: str) -> References:
+    if objective != "energy":  # the optimum and the bound are of jobs per unit energy
+        why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
+        return References(pas, None, why, None, why)
+    refs = reference_values(config, compute_optimum=True)
+    opt, bound = refs["optimum"], refs["upper_bound"]
+    return References(
+        pas,
+        None if opt is None else float(opt["efficiency"]),
+        f"not computable ({refs['optimum_reason']})" if opt is None else f"exact ({opt['source']})",
+        None if bound is None else float(bound["efficiency"]),
+        bound["source"] if bound is not None else f"not computable: {refs['upper_bound_reason']}",
+    )

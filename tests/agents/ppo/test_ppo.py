@@ -1,7 +1,6 @@
 """The masked PPO (agents/ppo/ppo.py): its math against direct formulas, masking, the
-saved model behind PPOAgent, that a short run on tiny learns (exact evaluation), that the
-softened PAS clone keeps PAS's decisions, and that the learning-rate schedule spans the whole
-run (so a resumed run continues it)."""
+saved model behind PPOAgent, that a short run on tiny learns (exact evaluation), and that the
+learning-rate schedule spans the whole run (so a resumed run continues it)."""
 
 from __future__ import annotations
 
@@ -13,19 +12,10 @@ import torch
 
 pytest.importorskip("sb3_contrib")
 
-from serverfarm_gym.agents.ppo.ppo import (
-    MASKED_LOGIT,
-    PPO,
-    PPOConfig,
-    auto_gamma,
-    clone_loss,
-    gae,
-    masked_logits,
-    numpy_predictor,
-    ppo_losses,
-    recommended,
-)
-from serverfarm_gym.baselines.registry import make_policy
+from serverfarm_gym.agents.ppo.agent import MASKED_LOGIT, numpy_predictor
+from serverfarm_gym.agents.ppo.config import PPOConfig, auto_gamma, recommended
+from serverfarm_gym.agents.ppo.losses import clone_loss, gae, ppo_losses
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.envs.scenarios import load_scenario
 
 SMALL = {"n_envs": 8, "n_steps": 32, "batch_size": 128, "n_epochs": 2}
@@ -295,51 +285,14 @@ def test_recommended_settings_follow_decisions_per_duration():
     assert auto_gamma(p100, 1.0) == pytest.approx(1 - 1 / 119.625, rel=1e-4)
 
 
-# ---- the start's softening and the run's schedule -----------------------------------------
-SOFTEN = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
-
-
-def _states(trainer: PPO, mode: str, n: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """States visited by PAS in the trainer's vector env (obs, masks)."""
-    pas = make_policy("pas", trainer.config, mode)
-    obs, _ = trainer.venv.reset(seed=123)
-    out_o, out_m = [], []
-    for _ in range(n):
-        m = trainer.venv.action_masks()
-        a, _ = pas.predict(obs, action_masks=m)
-        out_o.append(obs)
-        out_m.append(m)
-        obs = trainer.venv.step(a)[0]
-    return np.concatenate(out_o), np.concatenate(out_m)
-
-
-@pytest.mark.parametrize(("scenario", "mode"), [("tiny", "server"), ("pas-gap", "group")])
-def test_soften_keeps_every_decision_and_reaches_the_confidence(scenario, mode):
-    t = PPO(load_scenario(scenario), PPOConfig(action_mode=mode, seed=0, **SOFTEN))
-    t.clone_pas(n_steps=1024, epochs=20, batch_size=256)
-    obs, masks = _states(t, mode)
-    before = t.predict_batch(obs, masks)
-    scale = t.soften(0.2)
-    assert 0.0 < scale < 1.0  # the clone was more certain than that
-    np.testing.assert_array_equal(t.predict_batch(obs, masks), before)
-    # on fresh PAS states the normalised certainty is near the target (the bisection is exact on
-    # the states it used; other states of the same chain differ by sampling only)
-    with torch.no_grad():
-        logits, _ = t.forward(torch.from_numpy(obs))
-        m = torch.from_numpy(masks)
-        keep = m.sum(-1) >= 2
-        p = torch.softmax(masked_logits(logits, m), -1).max(-1).values[keep]
-        u = 1.0 / m.sum(-1).float()[keep]
-        certainty = float(((p - u) / (1 - u)).mean())
-    assert certainty == pytest.approx(0.2, abs=0.05)
-    with pytest.raises(ValueError, match="pas_confidence"):
-        t.soften(1.5)
+# ---- the run's schedule ----------------------------------------------------------------
+SMALL_NET = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
 
 
 def test_learning_rate_schedule_spans_the_run():
     """With schedule_total = 2 rollouts, the first update uses the full rate and the second half
     of it, whether both run in one learn call or the second after a 'resume'."""
-    cfg = PPOConfig(action_mode="server", seed=1, learning_rate=1e-3, **SOFTEN)
+    cfg = PPOConfig(action_mode="server", seed=1, learning_rate=1e-3, **SMALL_NET)
     per = cfg.n_envs * cfg.n_steps
     t = PPO(load_scenario("tiny"), cfg)
     t.schedule_total = 2 * per

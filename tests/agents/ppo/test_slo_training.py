@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from serverfarm_gym.agents.ppo.ppo import PPO, PPOConfig
+from serverfarm_gym.agents.ppo.config import PPOConfig
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.agents.ppo.slo import (
     DualAscent,
     SLOEstimate,
