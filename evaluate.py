@@ -12,9 +12,9 @@ import sys
 
 from serverfarm_gym.evaluation.cli import add_run_options, int_at_least, name_list, run_cli
 from serverfarm_gym.evaluation.frontier import DEFAULT_FRONTIER_POLICIES, frontier_and_write
-from serverfarm_gym.evaluation.harness import DEFAULT_POLICIES, evaluate_and_write
 from serverfarm_gym.evaluation.leaderboard import suite_cli
-from serverfarm_gym.evaluation.report import check_output_paths
+from serverfarm_gym.evaluation.outputs import check_output_paths
+from serverfarm_gym.evaluation.policy_report import DEFAULT_POLICIES, evaluate_and_write
 from serverfarm_gym.evaluation.rollout import MAX_REPLICATIONS
 
 

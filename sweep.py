@@ -17,9 +17,9 @@ from serverfarm_gym.evaluation.cli import (
     name_list,
     run_cli,
 )
-from serverfarm_gym.evaluation.report import check_output_paths
+from serverfarm_gym.evaluation.outputs import check_output_paths
 from serverfarm_gym.evaluation.rollout import MAX_REPLICATIONS
-from serverfarm_gym.evaluation.sweeps import sweep_and_write
+from serverfarm_gym.evaluation.sweep_report import sweep_and_write
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ One package per algorithm, on top of what they share:
   (``guard``), command line (``run``) and RLlib module (``rllib_module``).
 
 Imports go one way: ``common`` < ``ppo`` < ``ppo_sb3`` and ``ppo`` < ``generalist``.
-Measuring a policy (exactly or by simulation) is ``serverfarm_gym.evaluation.measure`` / ``serverfarm_gym.evaluation.exact``.
+Measuring a policy (exactly or by simulation) is ``serverfarm_gym.evaluation.efficiency`` / ``serverfarm_gym.evaluation.exact``.
 Importing this package does not import torch or stable-baselines3; loading a model does.
 """
 

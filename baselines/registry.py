@@ -28,7 +28,7 @@ from serverfarm_gym.baselines.heuristics import (
     RandomPolicy,
     SlowestFirstPolicy,
 )
-from serverfarm_gym.baselines.optimal import OptimalPolicy, SLOOptimalPolicy
+from serverfarm_gym.baselines.optimal_policy import OptimalPolicy, SLOOptimalPolicy
 from serverfarm_gym.baselines.pas import PASPolicy, PriceAwarePASPolicy
 from serverfarm_gym.baselines.pdr_pas import PDRPASPolicy
 from serverfarm_gym.baselines.slo_priority import SLOMixPolicy, SLOPriorityPolicy

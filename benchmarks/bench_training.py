@@ -12,7 +12,7 @@ collected and learnt from):
 * ``ppo``: ``serverfarm_gym.agents.ppo.ppo.PPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
-model it trained: ``sb3`` with ``serverfarm_gym.evaluation.measure.measure``'s ``env`` route (single envs, one decision
+model it trained: ``sb3`` with ``serverfarm_gym.evaluation.efficiency.measure``'s ``env`` route (single envs, one decision
 at a time) at train.py's settings, the fast path with its ``vector`` route (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
 ``serverfarm_gym.agents.ppo.ppo.numpy_predictor``) with the same number of measured epochs, spread over
@@ -150,7 +150,7 @@ def run_ppo(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock
 def time_eval(kind: str, predict: Any, config: Any, sched: dict[str, Any], scale: float) -> float:
     """CPU seconds of one evaluation at train.py's size. Timed at ``scale`` and ``2 scale`` of
     its measured window (the warm-ups are the same in both) and extrapolated linearly."""
-    from serverfarm_gym.evaluation.measure import (
+    from serverfarm_gym.evaluation.efficiency import (
         Window,
         consecutive_seeds,
         measure,

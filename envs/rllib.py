@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 
 from serverfarm_gym import envs  # noqa: F401  (registers the env ids)
-from serverfarm_gym.envs.random_farm_env import RandomFarmTokenEnv
+from serverfarm_gym.envs.sampled_farm_env import SampledFarmTokenEnv
 from serverfarm_gym.envs.wrappers import PRESETS, MaskInObservation
 
 
@@ -80,8 +80,8 @@ def action_masking_module_spec(hiddens: tuple[int, ...] = (64, 64)) -> Any:
     )
 
 
-class RLlibRandomFarmEnv(ActionMaskObservation):
-    """Domain randomisation for RLlib: :class:`~serverfarm_gym.envs.random_farm_env.RandomFarmTokenEnv` (a new
+class RLlibSampledFarmEnv(ActionMaskObservation):
+    """Domain randomisation for RLlib: :class:`~serverfarm_gym.envs.sampled_farm_env.SampledFarmTokenEnv` (a new
     farm every episode, token observations) with the action-mask observation;
     ``env_config`` holds its arguments (``distribution``, ``max_groups``, ``max_levels``,
     ``episode_steps``, ``held_out`` and ``ServerFarmEnv`` arguments). Its ``"observations"`` entry
@@ -89,4 +89,4 @@ class RLlibRandomFarmEnv(ActionMaskObservation):
     need flat boxes)."""
 
     def __init__(self, env_config: dict[str, Any] | None = None):
-        super().__init__(RandomFarmTokenEnv(**dict(env_config or {})))
+        super().__init__(SampledFarmTokenEnv(**dict(env_config or {})))

@@ -11,17 +11,7 @@ Quick use::
     print(format_table(report))
 """
 
-from serverfarm_gym.evaluation.harness import (
-    DEFAULT_POLICIES,
-    EvaluationPlan,
-    evaluate,
-    evaluate_and_write,
-    evaluate_exact,
-    plan_evaluation,
-    reference_values,
-    summarize_plan,
-)
-from serverfarm_gym.evaluation.measure import (
+from serverfarm_gym.evaluation.efficiency import (
     Estimate,
     References,
     Window,
@@ -31,14 +21,7 @@ from serverfarm_gym.evaluation.measure import (
     pas_efficiency,
     reference_efficiencies,
 )
-from serverfarm_gym.evaluation.paired import (
-    BestModelSelector,
-    PairedComparison,
-    PairedEvaluator,
-    compare,
-)
-from serverfarm_gym.evaluation.parallel import default_workers, run_units
-from serverfarm_gym.evaluation.report import (
+from serverfarm_gym.evaluation.outputs import (
     atomic_open,
     atomic_write,
     check_output_paths,
@@ -49,6 +32,23 @@ from serverfarm_gym.evaluation.report import (
     to_json,
     write_outputs,
     write_sweep_outputs,
+)
+from serverfarm_gym.evaluation.paired import (
+    BestModelSelector,
+    PairedComparison,
+    PairedEvaluator,
+    compare,
+)
+from serverfarm_gym.evaluation.parallel import default_workers, run_units
+from serverfarm_gym.evaluation.policy_report import (
+    DEFAULT_POLICIES,
+    EvaluationPlan,
+    evaluate,
+    evaluate_and_write,
+    evaluate_exact,
+    plan_evaluation,
+    reference_values,
+    summarize_plan,
 )
 from serverfarm_gym.evaluation.rollout import (
     RolloutResult,
@@ -68,7 +68,7 @@ from serverfarm_gym.evaluation.stats import (
     shortfall_pct,
     summarize,
 )
-from serverfarm_gym.evaluation.sweeps import sweep, sweep_and_write
+from serverfarm_gym.evaluation.sweep_report import sweep, sweep_and_write
 
 __all__ = [
     "DEFAULT_POLICIES",

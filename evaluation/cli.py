@@ -109,7 +109,7 @@ def run_cli(
     """Call ``run`` with the exit codes the scripts (``evaluate.py``, ``sweep.py``, ``train.py``)
     promise: 0; 2 with a one-line message on stderr and no traceback for bad input (a bad
     scenario, file, policy name or option value: any ``ValueError``, which includes
-    ``serverfarm_gym.envs.config.ConfigError`` and ``serverfarm_gym.envs.files.FileFormatError``); 130 on Ctrl-C, with the
+    ``serverfarm_gym.envs.config.ConfigError`` and ``serverfarm_gym.envs.mapping_files.FileFormatError``); 130 on Ctrl-C, with the
     one-line message ``interrupted`` (by default: no output file was written or modified, true of
     the evaluation scripts, whose reports are written atomically at the end)."""
     try:

@@ -17,8 +17,8 @@ Curves (efficiency against the mean response time ``E[T]``, Little's law):
   ``large-10k`` a mix is ~100x slower than one order, so it is left out, with the reason).
 
 Points: the given policies (default PAS, Whittle, best-priority; any registry name or
-``ppo:PATH``), exact where the per-server chain is solvable (``serverfarm_gym.evaluation.harness.evaluate_exact``),
-else simulated (``serverfarm_gym.evaluation.harness.evaluate``, mean and 95% interval over replications).
+``ppo:PATH``), exact where the per-server chain is solvable (``serverfarm_gym.evaluation.policy_report.evaluate_exact``),
+else simulated (``serverfarm_gym.evaluation.policy_report.evaluate``, mean and 95% interval over replications).
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ from serverfarm_gym.baselines.slo_priority import (
     candidate_tables,
     order_evaluator,
 )
-from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
 from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time, solve_slo
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.evaluation.exact import exact_solvable
-from serverfarm_gym.evaluation.harness import evaluate, evaluate_exact
-from serverfarm_gym.evaluation.report import atomic_write, save_figure, to_json
+from serverfarm_gym.evaluation.outputs import atomic_write, save_figure, to_json
+from serverfarm_gym.evaluation.policy_report import evaluate, evaluate_exact
 
 __all__ = [
     "DEFAULT_FRONTIER_POLICIES",

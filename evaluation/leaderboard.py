@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from serverfarm_gym.evaluation.cli import name_list
-from serverfarm_gym.evaluation.report import atomic_open, atomic_write, check_output_paths, to_json
+from serverfarm_gym.evaluation.outputs import atomic_open, atomic_write, check_output_paths, to_json
 from serverfarm_gym.evaluation.suite import (
     RANDOM_POLICY,
     SuiteDefinition,

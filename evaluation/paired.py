@@ -1,5 +1,5 @@
 """Paired comparisons on common random numbers, and which model to keep (training's model
-selection, built on :func:`serverfarm_gym.evaluation.measure.measure`).
+selection, built on :func:`serverfarm_gym.evaluation.efficiency.measure`).
 
 Two estimates made with the *same* replication seeds are positively correlated, so the right test
 of "is the candidate better?" is on the per-replication differences: their mean and Student-t 95%
@@ -27,7 +27,7 @@ import numpy as np
 
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.measure import Estimate, Window, consecutive_seeds, measure
+from serverfarm_gym.evaluation.efficiency import Estimate, Window, consecutive_seeds, measure
 from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = [
@@ -123,7 +123,7 @@ def compare(candidate: Estimate, reference: Estimate) -> PairedComparison:
     if cv is None or rv is None or cv.shape != rv.shape:
         raise ValueError(
             "candidate/reference: a paired comparison needs per-replication values of both, "
-            "measured on the same seeds (serverfarm_gym.evaluation.measure.measure)"
+            "measured on the same seeds (serverfarm_gym.evaluation.efficiency.measure)"
         )
     diff = cv - rv
     mean, half = mean_ci(diff, 0.95)

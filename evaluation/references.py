@@ -1,4 +1,4 @@
-"""Reference values of a scenario: the exact optimum (``serverfarm_gym.baselines.solvers.optimum``, memoised per
+"""Reference values of a scenario: the exact optimum (``serverfarm_gym.baselines.solvers.efficiency_optimum``, memoised per
 process so the reference value and the ``optimal`` policy share one solve) and the relaxation
 upper bound (``serverfarm_gym.baselines.solvers.bounds``), each None with the reason when not computable."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
-from serverfarm_gym.baselines.solvers.optimum import solve as solve_optimum
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve as solve_optimum
 from serverfarm_gym.envs.config import FarmConfig
 
 __all__ = ["optimum_solution", "reference_values"]
@@ -21,7 +21,7 @@ _OPTIMUM_CACHE: dict[tuple[FarmConfig, int | None], tuple[Any, str | None]] = {}
 def optimum_solution(
     config: FarmConfig, max_variables: int | None = None
 ) -> tuple[Any, str | None]:
-    """(``serverfarm_gym.baselines.solvers.optimum.OptimumSolution``, None) or (None, why not); memoised per process so
+    """(``serverfarm_gym.baselines.solvers.efficiency_optimum.OptimumSolution``, None) or (None, why not); memoised per process so
     the reference value and the ``optimal`` policy share one solve. ``max_variables`` lowers (or
     raises) the LP solver's size limit (None: the solver's default)."""
     if config.has_sleep:
@@ -57,7 +57,7 @@ def _optimum(
         "method": str(sol.method),
         "n_states": int(sol.space.n_states),
         "solve_s": float(sol.seconds),
-        "source": "serverfarm_gym.baselines.solvers.optimum.solve",
+        "source": "serverfarm_gym.baselines.solvers.efficiency_optimum.solve",
     }, None
 
 

@@ -296,7 +296,7 @@ def rollout(
         action_mode: ``"server"``/``"group"``; default the policy's own, else ``"server"``.
         deterministic: passed to ``predict``.
         pas_warmup: epochs PAS dispatches (compiled, in the env's reset) from the empty farm
-            before the policy's ``warmup`` (``serverfarm_gym.evaluation.measure.Window``).
+            before the policy's ``warmup`` (``serverfarm_gym.evaluation.efficiency.Window``).
 
     Masked actions are not executed: the env sends such a job where PAS would, and the count is
     returned as ``invalid_actions`` (a correct masked policy has 0).

@@ -14,7 +14,7 @@ A suite file (``scenarios/suites/<name>.yaml``, or any YAML/JSON path) reads::
 ``farm`` is a preset name or an inline scenario mapping (the suite then stands alone);
 ``job_size`` replaces every job type's size distribution; ``slo`` (``{mean_response_time: D}``)
 sets the farm's SLO; ``reference`` is ``optimum`` (the exact
-optimum, ``serverfarm_gym.baselines.solvers.optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
+optimum, ``serverfarm_gym.baselines.solvers.efficiency_optimum``: the run fails if the solver refuses), ``bound`` (the relaxation
 upper bound, ``serverfarm_gym.baselines.solvers.bounds``), ``slo-optimum`` (the exact optimum under the farm's
 ``slo:``, ``serverfarm_gym.baselines.solvers.slo_optimum``; small farms with exponential sizes), ``sleep-optimum`` (the
 exact optimum of a farm with right-sizing, ``serverfarm_gym.baselines.solvers.sleep_chain``; small farms) or
@@ -52,16 +52,16 @@ from serverfarm_gym.baselines.solvers.sleep_chain import SleepSpace
 from serverfarm_gym.baselines.solvers.sleep_chain import solve_optimum as solve_sleep_optimum
 from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
-from serverfarm_gym.envs.files import load_mapping_file
+from serverfarm_gym.envs.mapping_files import load_mapping_file
 from serverfarm_gym.envs.scenarios import PRESETS, load_scenario
 from serverfarm_gym.envs.scenarios.files import data_dir
-from serverfarm_gym.evaluation.harness import (
+from serverfarm_gym.evaluation.parallel import run_units
+from serverfarm_gym.evaluation.policy_report import (
     EvaluationPlan,
     plan_evaluation,
     reference_values,
     summarize_plan,
 )
-from serverfarm_gym.evaluation.parallel import run_units
 from serverfarm_gym.evaluation.stats import t_quantile
 
 __all__ = [

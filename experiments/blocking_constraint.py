@@ -15,7 +15,7 @@ an admissible policy must use it once the efficient servers are full. On a two-g
 
 we compare, all **exact** (exponential sizes):
 
-* ``opt_admissible``: the optimum over admissible policies (``serverfarm_gym.baselines.solvers.optimum.solve_pi``);
+* ``opt_admissible``: the optimum over admissible policies (``serverfarm_gym.baselines.solvers.efficiency_optimum.solve_pi``);
 * ``pas``: PAS (per-server CTMC, ``serverfarm_gym.baselines.solvers.ctmc``; simulated with the evaluation harness where
   that chain is too large);
 * ``opt_free``: the optimum when blocking is allowed in every state (:func:`solve_free_blocking`:
@@ -24,7 +24,7 @@ we compare, all **exact** (exponential sizes):
   and still draw idle power; the admissible optimum of the farm with the job type restricted to
   ``good``) -- one particular blocking policy, so ``never_bad <= opt_free``;
 * ``bound``: the relaxation upper bound ``serverfarm_gym.baselines.solvers.bounds.relaxation_bound`` (via
-  ``serverfarm_gym.evaluation.harness.reference_values``; recorded as null with the reason if unavailable).
+  ``serverfarm_gym.evaluation.policy_report.reference_values``; recorded as null with the reason if unavailable).
 
 ``cost_of_no_blocking_pct = 100 (opt_free - opt_admissible) / opt_free`` is the price of the
 fairness rule itself; ``100 (bound - opt_admissible) / bound`` is what the relaxation overstates.
@@ -59,7 +59,11 @@ from experiments.common import (  # noqa: E402
     write_outputs,
 )
 from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver, evaluate_policy, n_full_states  # noqa: E402
-from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, OptimumSolution, solve_pi  # noqa: E402
+from serverfarm_gym.baselines.solvers.efficiency_optimum import (  # noqa: E402
+    AggregatedSpace,
+    OptimumSolution,
+    solve_pi,
+)
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict  # noqa: E402
 from serverfarm_gym.evaluation import evaluate, reference_values  # noqa: E402
 from serverfarm_gym.evaluation.stats import shortfall_pct  # noqa: E402
@@ -114,7 +118,7 @@ def solve_free_blocking(
     """Exact optimum when a job may be blocked in any state: (efficiency, int64[N, J] actions
     with -1 = block, iterations).
 
-    Ratio policy iteration on the aggregated chain of :mod:`serverfarm_gym.baselines.solvers.optimum` with "block" added
+    Ratio policy iteration on the aggregated chain of :mod:`serverfarm_gym.baselines.solvers.efficiency_optimum` with "block" added
     to every (state, type) action set: evaluate (one sparse LU gives the stationary law and, with
     eta its efficiency, the relative values h of ``W - eta P``), then improve greedily -- taking
     action a moves the chain to ``next(m, a)``, blocking leaves it in m, so the best decision

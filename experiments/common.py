@@ -5,12 +5,12 @@ Every experiment script ``experiments/<name>.py`` has ``main(argv) -> report`` a
 built by :func:`base_parser` (``--quick``, ``--out DIR``, ``--seed``, ``--workers``,
 ``--figure-dir``). It writes ``<name>.json`` (the full report), ``<name>.csv`` (one flat row per
 measured point) and ``<name>.png`` into ``--out`` (default ``results/<name>/``, git-ignored),
-each atomically through :mod:`serverfarm_gym.evaluation.report` (a crash or Ctrl-C never leaves a truncated
+each atomically through :mod:`serverfarm_gym.evaluation.outputs` (a crash or Ctrl-C never leaves a truncated
 file). ``--figure-dir docs/figures`` also writes the PNG there (the committed figures of
 ``docs/results.md`` are produced that way).
 
 Statistics come from :mod:`serverfarm_gym.evaluation.stats` (Student-t intervals over independent
-replications); simulations from :mod:`serverfarm_gym.evaluation.harness` / :mod:`serverfarm_gym.evaluation.rollout`, so that the
+replications); simulations from :mod:`serverfarm_gym.evaluation.policy_report` / :mod:`serverfarm_gym.evaluation.rollout`, so that the
 measurement window and the seeds are those of ``evaluate.py``.
 """
 
@@ -33,9 +33,9 @@ if str(ROOT) not in sys.path:  # runnable as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
+from serverfarm_gym.evaluation.outputs import atomic_open, atomic_write, to_json  # noqa: E402
 from serverfarm_gym.evaluation.parallel import parallel_map  # noqa: E402  (re-exported for the experiments)
 from serverfarm_gym.evaluation.provenance import versions  # noqa: E402
-from serverfarm_gym.evaluation.report import atomic_open, atomic_write, to_json  # noqa: E402
 
 __all__ = [
     "ROOT",

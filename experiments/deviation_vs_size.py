@@ -14,13 +14,13 @@ At each size:
 * PAS simulated with the compiled simulator's priority dispatcher through the evaluation harness
   (``plan_evaluation`` + ``run_units``: independent replications, 95% Student-t intervals). The
   window is set in *model time*: a warm-up of at least 50 and a horizon of at least 100 mean job
-  durations of the slowest group (``serverfarm_gym.evaluation.harness.window_warnings``; a larger farm has
+  durations of the slowest group (``serverfarm_gym.evaluation.policy_report.window_warnings``; a larger farm has
   proportionally more arrivals per unit time), and at least ``--min-epochs`` decision epochs;
 * the relaxation upper bound (``serverfarm_gym.baselines.solvers.bounds.relaxation_bound`` via
-  ``serverfarm_gym.evaluation.harness.reference_values``: the tight bound, with the per-type caps and blocking
+  ``serverfarm_gym.evaluation.policy_report.reference_values``: the tight bound, with the per-type caps and blocking
   cuts) and, side by side, the loose bound of the first version (``tight=False``,
   ``bound_loose`` / ``deviation_loose_pct``);
-* the exact optimum (``serverfarm_gym.baselines.solvers.optimum.solve_pi``) while the aggregated chain has at most
+* the exact optimum (``serverfarm_gym.baselines.solvers.efficiency_optimum.solve_pi``) while the aggregated chain has at most
   ``--max-opt-states`` states.
 
 ``deviation_pct = 100 (bound - PAS) / bound`` with half-width ``100 ci / bound`` (the bound is
@@ -56,7 +56,7 @@ from experiments.common import (  # noqa: E402
     write_outputs,
 )
 from serverfarm_gym.baselines.solvers.bounds import relaxation_bound  # noqa: E402
-from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
+from serverfarm_gym.baselines.solvers.efficiency_optimum import estimate_size, solve_pi  # noqa: E402
 from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
 from serverfarm_gym.envs.scenarios import load_preset  # noqa: E402
 from serverfarm_gym.evaluation import plan_evaluation, reference_values, run_units, summarize_plan  # noqa: E402

@@ -33,6 +33,7 @@ curves (PNG), ``--out/from_scratch.json`` and the markdown table printed, and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -46,7 +47,7 @@ if __package__ in (None, ""):
 
 import numpy as np
 
-from serverfarm_gym.evaluation.report import atomic_write, to_json
+from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
 #: the core suite's farms with an exact optimum (scenarios/suites/core.yaml)
 SCENARIOS = ("tiny", "small-1", "pas-gap", "speed-scaling")
@@ -65,7 +66,7 @@ ROWS_FILE = "leaderboard_rows.json"
 
 
 def _warmup(config: Any) -> int:
-    from serverfarm_gym.evaluation.harness import epochs_per_duration
+    from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
     return max(1_000, math.ceil(50 * epochs_per_duration(config)))  # as train.py
 
@@ -94,7 +95,7 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
     """The exact efficiency (``serverfarm_gym.evaluation.exact``) of the deterministic policy ``predictor()``."""
 
     def measure_now() -> tuple[float]:
-        from serverfarm_gym.evaluation.measure import measure
+        from serverfarm_gym.evaluation.efficiency import measure
 
         est = measure(predictor(), config, action_mode=ACTION_MODE, method="exact")
         if est is None:
@@ -118,9 +119,10 @@ def ppo_trainer(config: Any, seed: int, **overrides: Any) -> Any:
     return trainer
 
 
-def run_ppo(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
-    """A random-start PPO run of ``steps`` env steps; its exact learning curve."""
-    trainer = ppo_trainer(config, seed)
+def run_ppo(config: Any, seed: int, steps: int, **overrides: Any) -> list[tuple[Any, ...]]:
+    """A random-start PPO run of ``steps`` env steps (``overrides``: ``PPOConfig``
+    fields replacing the derived ones); its exact learning curve."""
+    trainer = ppo_trainer(config, seed, **overrides)
     curve = Curve(exact_efficiency(config, lambda: trainer.predict_batch))
     curve.evaluate(0)
     trainer.learn(steps, callback=lambda t: curve.evaluate(t.num_timesteps))
@@ -241,7 +243,7 @@ def write_cell(out: Path, cell: dict[str, Any]) -> Path:
 # ---------------------------------------------------------------------------------------------
 def _references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
 
     refs = {}
@@ -615,7 +617,15 @@ def parse_args(
     p.add_argument("--figure-dir", type=Path, default=None, help="also write the PNGs there")
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
     p.add_argument("--min-seeds", type=int, default=10, help="rows with fewer are not reported")
+    p.add_argument("--set", default="{}", help="JSON of PPOConfig fields for the PPO runs "
+                   "(a variant of the derived settings: give it its own --out)")  # fmt: skip
     ns = p.parse_args(argv)
+    try:
+        ns.set = json.loads(ns.set)
+    except json.JSONDecodeError as err:
+        p.error(f"--set: not JSON ({err})")
+    if not isinstance(ns.set, dict):
+        p.error("--set: give a JSON object of PPOConfig fields")
     ns.scenarios, ns.trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
         ("--scenarios", ns.scenarios, scenarios + extra),
@@ -651,7 +661,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = parse_args(argv, "experiments/from_scratch.py", __doc__.split("\n\n")[0], SCENARIOS,
                     Path("results/from_scratch"), EXTRA_SCENARIOS)  # fmt: skip
     if not ns.report:
-        run_grid(ns, run_cell)
+        runners = dict(RUNNERS)
+        if ns.set:
+            runners["ppo"] = functools.partial(run_ppo, **ns.set)
+        run_grid(ns, functools.partial(run_cell, runners=runners))
     return report(ns.out, ns.figure_dir, ns.min_seeds)
 
 

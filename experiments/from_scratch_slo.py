@@ -142,7 +142,7 @@ def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> d
 def references(scenarios: list[str]) -> dict[str, dict[str, float]]:
     """Per scenario: D, the exact SLO-constrained optimum (``optimum``) and its E[T], and the
     unconstrained optimum for scale."""
-    from serverfarm_gym.baselines.solvers.optimum import solve_lp
+    from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
     from serverfarm_gym.baselines.solvers.slo_optimum import solve_slo
 
     refs = {}
@@ -281,6 +281,8 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = fs.parse_args(argv, "experiments/from_scratch_slo.py", __doc__.split("\n\n")[0],
                        SCENARIOS, Path("results/from_scratch_slo"))  # fmt: skip
+    if ns.set:
+        raise SystemExit("experiments/from_scratch_slo.py: error: --set: not supported here")
     if not ns.report:
         fs.run_grid(ns, run_cell)
     return report(ns.out, ns.figure_dir, ns.min_seeds)

@@ -12,7 +12,7 @@ measured or searched on it. Five parts:
 by training, apart from the validation seeds) with exponential sizes and a per-server chain of at
 most 5,000 states. Per farm, exactly (stationary efficiency of the per-server CTMC, server mode):
 the generalist, PAS, best-priority (its exact search, default settings) and the optimum
-(``serverfarm_gym.baselines.solvers.optimum``). The same on the random_farm test farms (``random_farm(seed)``, seeds
+(``serverfarm_gym.baselines.solvers.efficiency_optimum``). The same on the random_farm test farms (``random_farm(seed)``, seeds
 ``0..n-1``; training never draws that family).
 
 **Held-out mid-size farms, paired simulation** (``mid``): the first ``--n-mid`` draws of
@@ -39,7 +39,7 @@ model's network alone on each exact farm and the paired difference of the two ga
 
 **Large presets, paired simulation**: paper-100, overlap-100, large-10k and the x100 farms
 (``FarmConfig.scaled(100)``) of overlap-100 and paper-100; the generalist's, PAS's and
-best-priority's tables each run in the compiled simulator (``serverfarm_gym.evaluation.measure``,
+best-priority's tables each run in the compiled simulator (``serverfarm_gym.evaluation.efficiency``,
 its built-in route) on the same replication seeds, so the differences are paired (Student-t
 95% intervals of the per-replication differences). best-priority's table is searched on the
 100-server preset (default settings) and used as is on its x100 farm (its scaled-down twin).
@@ -86,8 +86,8 @@ from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402
 from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
 from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm  # noqa: E402
 from serverfarm_gym.envs.scenarios import load_scenario, random_farm  # noqa: E402
+from serverfarm_gym.evaluation.efficiency import Window, consecutive_seeds, measure  # noqa: E402
 from serverfarm_gym.evaluation.exact import exact_table_solvable  # noqa: E402
-from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure  # noqa: E402
 from serverfarm_gym.evaluation.references import optimum_solution  # noqa: E402
 from serverfarm_gym.evaluation.stats import mean_ci, shortfall_pct  # noqa: E402
 

@@ -63,8 +63,8 @@ from serverfarm_gym.baselines.best_priority import BestPriorityPolicy  # noqa: E
 from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
 from serverfarm_gym.envs.config import FarmConfig  # noqa: E402
 from serverfarm_gym.envs.scenarios import load_scenario, random_farm  # noqa: E402
+from serverfarm_gym.evaluation.efficiency import measure as measure_policy  # noqa: E402
 from serverfarm_gym.evaluation.exact import exact_evaluation, exact_solvable  # noqa: E402
-from serverfarm_gym.evaluation.measure import measure as measure_policy  # noqa: E402
 from serverfarm_gym.evaluation.references import optimum_solution  # noqa: E402
 
 NAME = "generalist_finetune"

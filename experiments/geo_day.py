@@ -27,7 +27,7 @@ One replication simulates one day: the 24 intervals of ``interval_length`` time 
 empty farm at t = 0 (00 UTC; the transient from empty lasts a few mean service times, a few
 time units out of 1440). Every policy is rolled out through :class:`serverfarm_gym.envs.server_farm.ServerFarmEnv`
 with ``predict(obs, action_masks=...)``; replication r uses the same seed for every policy
-(common random numbers). We do not use ``serverfarm_gym.evaluation.harness`` here because its window is counted
+(common random numbers). We do not use ``serverfarm_gym.evaluation.policy_report`` here because its window is counted
 in decision epochs and it does not record where jobs were routed; both are needed (a window of
 exactly one day, per-(ingress, cluster) counts for the latency).
 
@@ -577,7 +577,7 @@ def run_settings(
 
 def write_day_report(report: dict[str, Any], out: Path) -> None:
     """geo_day.json, geo_day.md (the table, also printed) and geo_day.png under ``out``."""
-    from serverfarm_gym.evaluation.report import atomic_write, to_json
+    from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
     atomic_write(out / "geo_day.json", to_json(report))
     table = markdown_table(report)

@@ -42,7 +42,7 @@ import numpy as np
 
 
 def _exact(trainer: Any) -> float:
-    from serverfarm_gym.evaluation.measure import measure
+    from serverfarm_gym.evaluation.efficiency import measure
 
     est = measure(
         trainer.predict_batch, trainer.config, action_mode=trainer.cfg.action_mode, method="exact"
@@ -55,7 +55,7 @@ def _exact(trainer: Any) -> float:
 def criteria(ns: argparse.Namespace) -> dict[str, Any]:
     from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
 
     out: dict[str, Any] = {}
@@ -116,7 +116,7 @@ def grid(ns: argparse.Namespace) -> dict[str, Any]:
     the optimum closed (final, best, mean of the last quarter)."""
     from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.envs.scenarios import load_scenario, random_farm
-    from serverfarm_gym.evaluation.measure import pas_efficiency
+    from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
 
     out: dict[str, Any] = {}
@@ -176,7 +176,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     from serverfarm_gym.baselines.registry import make_policy
     from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
     from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure
+    from serverfarm_gym.evaluation.efficiency import Window, consecutive_seeds, measure
     from serverfarm_gym.evaluation.stats import paired_gap_pct
 
     config = load_scenario(ns.scenario)

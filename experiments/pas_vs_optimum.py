@@ -10,7 +10,7 @@ normalised load rho uniform in [0.3, 1.2], exponential sizes).
 Per farm:
 
 * the exact optimum over admissible policies (block only when every available server is full):
-  ratio policy iteration on the symmetry-aggregated chain (``serverfarm_gym.baselines.solvers.optimum.solve_pi``; it
+  ratio policy iteration on the symmetry-aggregated chain (``serverfarm_gym.baselines.solvers.efficiency_optimum.solve_pi``; it
   agrees with the LP to 1e-7 and is much faster). Farms whose aggregated chain exceeds
   ``--max-opt-states`` are skipped and counted.
 * PAS, Whittle, JSQ, random and MEESF (``serverfarm_gym.baselines.registry``), and the diagnostic variant
@@ -55,7 +55,7 @@ from experiments.common import (  # noqa: E402
 from serverfarm_gym.baselines.priority import PriorityPolicy  # noqa: E402
 from serverfarm_gym.baselines.registry import make_policy  # noqa: E402
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, n_full_states  # noqa: E402
-from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve_pi  # noqa: E402
+from serverfarm_gym.baselines.solvers.efficiency_optimum import estimate_size, solve_pi  # noqa: E402
 from serverfarm_gym.envs.scenarios import random_farm  # noqa: E402
 from serverfarm_gym.evaluation import evaluate  # noqa: E402
 from serverfarm_gym.evaluation.stats import shortfall_pct  # noqa: E402
@@ -311,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "policies": names,
         "quick": bool(a.quick),
         "workers": resolve_workers(a.workers, a.quick),
-        "optimum_solver": "serverfarm_gym.baselines.solvers.optimum.solve_pi (aggregated chain)",
+        "optimum_solver": "serverfarm_gym.baselines.solvers.efficiency_optimum.solve_pi (aggregated chain)",
         "farm_generator": "serverfarm_gym.envs.scenarios.random_farm(seed) with its default ranges",
     }
     if st["replications"] < 2:

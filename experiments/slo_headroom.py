@@ -58,7 +58,7 @@ from serverfarm_gym.baselines.slo_priority import (  # noqa: E402
     swap_search,
 )
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy  # noqa: E402
-from serverfarm_gym.baselines.solvers.optimum import solve_lp  # noqa: E402
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp  # noqa: E402
 from serverfarm_gym.baselines.solvers.slo_optimum import (  # noqa: E402
     SLOInfeasibleError,
     min_response_time,

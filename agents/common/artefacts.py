@@ -6,7 +6,7 @@ Why: SB3's ``MaskablePPO.load`` deserialises cloudpickled objects from the zip's
 so a model or checkpoint planted in a run directory would run code when loaded that way (a
 ``--resume`` would run it). Here every file
 
-* is read through ``serverfarm_gym.envs.files.read_regular_file``: a regular file (a FIFO would block the
+* is read through ``serverfarm_gym.envs.mapping_files.read_regular_file``: a regular file (a FIFO would block the
   reader forever), below a size limit, before anything is parsed;
 * if a zip, is checked member by member before decompression: the total uncompressed size and
   each member's compression ratio are bounded (a zip bomb is refused, not a ``MemoryError``);
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serverfarm_gym.envs.files import MAX_FILE_BYTES, parse_mapping_text, read_regular_file
+from serverfarm_gym.envs.mapping_files import MAX_FILE_BYTES, parse_mapping_text, read_regular_file
 
 __all__ = [
     "ACTIVATIONS",
@@ -72,7 +72,7 @@ def sidecar_path(model_path: str | Path) -> Path:
 
 def read_json_object(path: str | Path, what: str = "a JSON sidecar") -> dict[str, Any]:
     """The JSON object in ``path`` (regular file, size-limited, nesting-limited, no duplicate
-    keys); ``serverfarm_gym.envs.files.FileFormatError`` (a ValueError) naming the file otherwise."""
+    keys); ``serverfarm_gym.envs.mapping_files.FileFormatError`` (a ValueError) naming the file otherwise."""
     raw = read_regular_file(path, MAX_FILE_BYTES, expected=what)
     try:
         text = raw.decode("utf-8")

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from serverfarm_gym.envs.files import read_regular_file
-from serverfarm_gym.evaluation.report import atomic_write, to_json
+from serverfarm_gym.envs.mapping_files import read_regular_file
+from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
 __all__ = [
     "CKPT_RE",
@@ -78,7 +78,7 @@ def save_model_atomic(model: Any, path: str | Path) -> Path:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    """Write JSON atomically (``serverfarm_gym.evaluation.report.atomic_write``: a kill never leaves half a file)."""
+    """Write JSON atomically (``serverfarm_gym.evaluation.outputs.atomic_write``: a kill never leaves half a file)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, to_json(obj))
 

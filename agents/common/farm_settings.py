@@ -11,7 +11,7 @@ from measurements without touching the rules themselves. The measurements behind
 are in docs/training.md ("Settings derived from the farm").
 
 Units. A decision epoch is an arrival, so one epoch covers ``1 / epochs_per_duration`` of a mean
-job duration (``serverfarm_gym.evaluation.harness.epochs_per_duration``: tiny 2.5 epochs per duration, paper-100
+job duration (``serverfarm_gym.evaluation.policy_report.epochs_per_duration``: tiny 2.5 epochs per duration, paper-100
 120, large-10k 12,000). Horizons, evaluation windows and warm-ups are set in mean job durations
 (model time) and converted to epochs per farm, so a 10,000-server farm gets the same model-time
 horizon as a 4-server one.
@@ -27,7 +27,7 @@ from serverfarm_gym.baselines.solvers.ctmc import n_full_states
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
 from serverfarm_gym.evaluation.exact import EXACT_MAX_STATES, exact_unsupported_reason
-from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
 __all__ = [
     "INITS",

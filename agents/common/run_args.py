@@ -36,7 +36,7 @@ from serverfarm_gym.agents.common.run_checks import (
     check_trainer,
 )
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.envs.files import load_mapping_file
+from serverfarm_gym.envs.mapping_files import load_mapping_file
 from serverfarm_gym.envs.observation import check_action_mode
 from serverfarm_gym.envs.scenarios import PRESETS, load_scenario
 

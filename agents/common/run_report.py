@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from serverfarm_gym.agents.common.checkpoints import read_evaluations
+from serverfarm_gym.evaluation.outputs import save_figure
 from serverfarm_gym.evaluation.paired import EXACT_RTOL, PairedComparison
-from serverfarm_gym.evaluation.report import save_figure
 
 __all__ = [
     "MIN_SHARE",

@@ -15,7 +15,7 @@ its simulator, so the policy measures what its deviations are worth there before
   and PAS itself;
 * **exactly** where the per-server chain is small (``serverfarm_gym.evaluation.exact``; milliseconds): each
   candidate's stationary efficiency, and the best one is kept (PAS when none beats it);
-* **by paired simulation** otherwise (``serverfarm_gym.evaluation.measure``'s vector route, group mode, ``replications``
+* **by paired simulation** otherwise (``serverfarm_gym.evaluation.efficiency``'s vector route, group mode, ``replications``
   replications with common random numbers, seeds from ``GUARD_SEED`` on, never the seeds
   evaluations use; 10 mean job durations under the policy before 2 are measured, so that what
   is measured is the policy's long-run regime, not the transient after PAS's): a candidate is eligible only if the lower end of the 95% interval of its
@@ -42,8 +42,8 @@ from serverfarm_gym.agents.generalist.token_policy import TokenGeneralistPolicy
 from serverfarm_gym.agents.generalist.validate import with_anchor
 from serverfarm_gym.baselines.pas import PASPolicy
 from serverfarm_gym.envs.config import FarmConfig
+from serverfarm_gym.evaluation.efficiency import Window, consecutive_seeds, measure
 from serverfarm_gym.evaluation.exact import exact_solvable
-from serverfarm_gym.evaluation.measure import Window, consecutive_seeds, measure
 from serverfarm_gym.evaluation.stats import mean_ci
 
 __all__ = ["GUARD_SEED", "GuardedGeneralistPolicy"]
@@ -125,7 +125,7 @@ class GuardedGeneralistPolicy(TokenGeneralistPolicy):
         c = self.config
         per = c.epochs_per_duration
         # the policy's own stationary regime first, as long as evaluations wait for it (10 mean
-        # job durations, serverfarm_gym.evaluation.measure.Window): a shorter wait measures the transient after
+        # job durations, serverfarm_gym.evaluation.efficiency.Window): a shorter wait measures the transient after
         # PAS's regime, where a network's deviations can pay that cost in the long run; then 2
         # durations (>= 4,000 epochs) measured
         kw = {"window": Window.for_farm(c, max(math.ceil(2 * per), 4_000), pas_warmup=True),

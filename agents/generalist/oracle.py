@@ -4,7 +4,7 @@
 Why: PPO's signal for one decision is weak and noisy (the return of a few hundred decisions of a
 stochastic farm), and the generalist's PPO did not learn the overlap effect that makes PAS lose
 up to 6.9% on small farms (a job type that may use every group takes the efficient group that
-another type, with a poor alternative, needs). On a farm small enough for ``serverfarm_gym.baselines.solvers.optimum``
+another type, with a poor alternative, needs). On a farm small enough for ``serverfarm_gym.baselines.solvers.efficiency_optimum``
 the optimal decision of every state is *known*, without noise. So the generalist is also fitted
 to it: for ``oracle_farms`` farms drawn from the training distribution (seeds from the trainer's
 own stream, never the held-out range) whose optimum the solver reaches, the group-mode env runs
@@ -29,7 +29,7 @@ import torch
 
 from serverfarm_gym.agents.generalist.network import pas_anchor
 from serverfarm_gym.agents.generalist.train import LABEL_COLUMNS, GeneralistTrainer
-from serverfarm_gym.baselines.optimal import OptimalPolicy
+from serverfarm_gym.baselines.optimal_policy import OptimalPolicy
 from serverfarm_gym.envs.farm_sampler import sample_farm
 from serverfarm_gym.envs.scenarios import random_farm
 

@@ -1,16 +1,16 @@
 """The permutation-invariant token network (``serverfarm_gym.agents.generalist.network``) as an RLlib RLModule.
 
 For users who want a bigger generalist than one machine trains: RLlib's PPO runs the
-domain-randomised env (``serverfarm_gym.envs.rllib.RLlibRandomFarmEnv``: a new farm per episode, token
+domain-randomised env (``serverfarm_gym.envs.rllib.RLlibSampledFarmEnv``: a new farm per episode, token
 observations with the action mask) on a Ray cluster, with this module as the policy::
 
     from ray.rllib.algorithms.ppo import PPOConfig
     from serverfarm_gym.agents.generalist.rllib_module import token_module_spec
-    from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
+    from serverfarm_gym.envs.rllib import RLlibSampledFarmEnv
 
     config = (
         PPOConfig()
-        .environment(env=RLlibRandomFarmEnv, env_config={"max_groups": 8, "max_levels": 8})
+        .environment(env=RLlibSampledFarmEnv, env_config={"max_groups": 8, "max_levels": 8})
         .env_runners(num_env_runners=64)  # one per cluster core
         .rl_module(rl_module_spec=token_module_spec())
     )

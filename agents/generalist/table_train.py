@@ -84,8 +84,8 @@ from serverfarm_gym.baselines.pas import pas_table
 from serverfarm_gym.baselines.priority import PriorityPolicy
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.evaluation.efficiency import measure
 from serverfarm_gym.evaluation.exact import exact_table_solvable
-from serverfarm_gym.evaluation.measure import measure
 from serverfarm_gym.evaluation.parallel import parallel_map
 
 __all__ = [

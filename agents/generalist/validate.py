@@ -20,8 +20,8 @@ from serverfarm_gym.agents.generalist.train import GeneralistTrainer
 from serverfarm_gym.baselines.pas import PASPolicy
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
+from serverfarm_gym.evaluation.efficiency import measure
 from serverfarm_gym.evaluation.exact import exact_solvable
-from serverfarm_gym.evaluation.measure import measure
 
 __all__ = ["select_anchor", "validate", "validation_farms", "with_anchor"]
 

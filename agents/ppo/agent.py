@@ -36,7 +36,7 @@ from serverfarm_gym.agents.common.artefacts import (
 from serverfarm_gym.agents.common.checkpoints import atomic_write_json
 from serverfarm_gym.baselines.base import Policy
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
-from serverfarm_gym.envs.files import read_regular_file
+from serverfarm_gym.envs.mapping_files import read_regular_file
 from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
 from serverfarm_gym.envs.symmetry import GroupView
 
@@ -396,7 +396,7 @@ class PPOAgent(Policy):
         return acts if self.view is None else self.view.server_actions(obs, masks, acts)
 
     def predictor(self) -> Predictor:
-        """Deterministic masked predictor (``serverfarm_gym.evaluation.measure``, ``serverfarm_gym.evaluation.exact``)."""
+        """Deterministic masked predictor (``serverfarm_gym.evaluation.efficiency``, ``serverfarm_gym.evaluation.exact``)."""
         try:  # numpy forward passes: the same argmax, without torch's per-call overhead
             pred = numpy_predictor(self.policy)
         except ValueError:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
     from serverfarm_gym.agents.common.run_args import PPOArgs

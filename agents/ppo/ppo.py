@@ -56,7 +56,7 @@ from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
-from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
 __all__ = ["PPO", "SIDECAR_CONFIGS"]
 

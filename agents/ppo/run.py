@@ -63,8 +63,8 @@ from serverfarm_gym.agents.ppo.verdict import (
 )
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.symmetry import GroupView
+from serverfarm_gym.evaluation.efficiency import Estimate, References
 from serverfarm_gym.evaluation.exact import exact_solvable
-from serverfarm_gym.evaluation.measure import Estimate, References
 from serverfarm_gym.evaluation.paired import (
     BestModelSelector,
     PairedComparison,

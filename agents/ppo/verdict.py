@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from serverfarm_gym.agents.ppo.agent import PPOAgent, sidecar_path
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.efficiency import Estimate, References
 from serverfarm_gym.evaluation.paired import PairedEvaluator, compare
 from serverfarm_gym.evaluation.references import reference_values
 

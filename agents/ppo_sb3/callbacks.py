@@ -40,7 +40,7 @@ from serverfarm_gym.agents.common.checkpoints import (
     write_error,
 )
 from serverfarm_gym.agents.ppo.agent import model_predictor
-from serverfarm_gym.evaluation.measure import Estimate, References
+from serverfarm_gym.evaluation.efficiency import Estimate, References
 from serverfarm_gym.evaluation.stats import gaps
 
 __all__ = [
@@ -171,7 +171,7 @@ class EfficiencyEvalCallback(BaseCallback):
 
     Args:
         measure: ``measure(predictor) -> Estimate`` (e.g. a partial of
-            ``serverfarm_gym.evaluation.measure.measure``); the predictor is the model's deterministic one.
+            ``serverfarm_gym.evaluation.efficiency.measure``); the predictor is the model's deterministic one.
         references: PAS / optimum / bound of the scenario, for the logged gaps.
         eval_freq: timesteps between evaluations (all envs together).
         log_path: ``evaluations.jsonl``, one JSON line per evaluation (kept across resumes).

@@ -45,14 +45,14 @@ from serverfarm_gym.agents.ppo_sb3.callbacks import (
 from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.server_farm import ServerFarmEnv
-from serverfarm_gym.evaluation.harness import epochs_per_duration
-from serverfarm_gym.evaluation.measure import (
+from serverfarm_gym.evaluation.efficiency import (
     Estimate,
     References,
     reference_efficiencies,
     replication_seeds,
 )
-from serverfarm_gym.evaluation.measure import measure as measure_policy
+from serverfarm_gym.evaluation.efficiency import measure as measure_policy
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 from serverfarm_gym.evaluation.provenance import versions
 from serverfarm_gym.evaluation.stats import gaps
 

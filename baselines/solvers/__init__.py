@@ -3,7 +3,7 @@
 * :mod:`~serverfarm_gym.baselines.solvers.ctmc`: the exact per-server chain (any static rule's efficiency,
   blocking and response time); :mod:`~serverfarm_gym.baselines.solvers.aggregated`: the chain aggregated by
   exchangeable servers, the state space of the optimum.
-* :mod:`~serverfarm_gym.baselines.solvers.optimum`: the exact optimum (LP, policy iteration);
+* :mod:`~serverfarm_gym.baselines.solvers.efficiency_optimum`: the exact optimum (LP, policy iteration);
   :mod:`~serverfarm_gym.baselines.solvers.slo_optimum`: the exact optimum under a mean-response-time SLO (the
   constrained LP); :mod:`~serverfarm_gym.baselines.solvers.bounds`: the relaxation upper bound.
 * :mod:`~serverfarm_gym.baselines.solvers.sleep_chain`: the exact chains and optimum of farms with right-sizing.
@@ -12,7 +12,7 @@
   :mod:`~serverfarm_gym.baselines.solvers.pdr_model`.
 
 What stays a policy in ``baselines``: the classes that play a solution through
-``Policy.predict`` (:class:`serverfarm_gym.baselines.optimal.OptimalPolicy` and ``SLOOptimalPolicy``,
+``Policy.predict`` (:class:`serverfarm_gym.baselines.optimal_policy.OptimalPolicy` and ``SLOOptimalPolicy``,
 :class:`serverfarm_gym.baselines.pdr_pas.PDRPASPolicy`, which routes by the PDR plan and dispatches by PAS) and
 the searches whose result is a baseline rather than a certified optimum
 (:mod:`serverfarm_gym.baselines.best_priority`, :mod:`serverfarm_gym.baselines.sleep_search`: local searches over static

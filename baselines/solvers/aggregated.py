@@ -1,4 +1,4 @@
-"""The aggregated state space of a farm for the exact solvers (``serverfarm_gym.baselines.solvers.optimum``).
+"""The aggregated state space of a farm for the exact solvers (``serverfarm_gym.baselines.solvers.efficiency_optimum``).
 
 By exchangeability of a group's servers, a state is one histogram per group (``m_{k,b}``: servers
 of group k holding b jobs), so the chain has ``prod_k C(R_k + B_k, B_k)`` states instead of

@@ -25,7 +25,7 @@ mean occupancy and occupancy distribution per server, and the mean response time
 jobs ``E[T] = E[N] / accepted rate`` (Little's law, ``N`` = jobs in the farm).
 
 The generic solver :class:`GeneratorSolver` (stationary distribution and relative values from one
-factorisation) is shared with :mod:`serverfarm_gym.baselines.solvers.optimum`.
+factorisation) is shared with :mod:`serverfarm_gym.baselines.solvers.efficiency_optimum`.
 """
 
 from __future__ import annotations
@@ -603,7 +603,7 @@ def evaluate_policy(
         raise ValueError(
             f"scenario {config.name!r}: the per-server chain has {n} states, above the limit "
             f"max_states={max_states}; use a smaller farm, raise max_states, or use the aggregated "
-            "solvers in serverfarm_gym.baselines.solvers.optimum"
+            "solvers in serverfarm_gym.baselines.solvers.efficiency_optimum"
         )
     states, strides = full_states(config)
     N, S = states.shape

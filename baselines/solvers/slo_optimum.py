@@ -5,7 +5,7 @@ mean response time of admitted jobs. By Little's law ``E[T] = E[N] / E[admitted 
 aggregated chain of :mod:`serverfarm_gym.baselines.solvers.aggregated` (exponential sizes, small farms) the
 constraint is ``E[N] <= D E[admitted rate]``, which is *linear* in the stationary distribution and
 homogeneous, so it survives the Charnes-Cooper transform of the ratio objective unchanged. The LP is the one of
-:func:`serverfarm_gym.baselines.solvers.optimum.solve_lp` plus one inequality row::
+:func:`serverfarm_gym.baselines.solvers.efficiency_optimum.solve_lp` plus one inequality row::
 
     max  sum_m W(m) z(m)
     s.t. sum_m P(m) z(m) = 1
@@ -20,8 +20,8 @@ It is solved by HiGHS (``scipy.optimize.linprog``).
 stationary policy that randomises between two actions in at most one (state, job type) pair
 (a basic LP solution has one more basic variable than the unconstrained one). When the SLO binds
 the optimum usually *needs* that randomisation: no deterministic policy reaches it.
-:class:`serverfarm_gym.baselines.optimal.SLOOptimalPolicy` plays it with its own seeded generator
-(``predict``'s default samples; see :class:`serverfarm_gym.baselines.optimal.OptimalPolicy`);
+:class:`serverfarm_gym.baselines.optimal_policy.SLOOptimalPolicy` plays it with its own seeded generator
+(``predict``'s default samples; see :class:`serverfarm_gym.baselines.optimal_policy.OptimalPolicy`);
 ``info["randomised_pairs"]`` counts the pairs.
 
 :func:`min_response_time` gives the smallest ``E[T]`` any admissible policy achieves (the same
@@ -46,7 +46,7 @@ from serverfarm_gym.baselines.solvers.aggregated import (
     refuse_if_larger,
 )
 from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
-from serverfarm_gym.baselines.solvers.optimum import (
+from serverfarm_gym.baselines.solvers.efficiency_optimum import (
     DEFAULT_MAX_LP_VARIABLES,
     OptimumSolution,
     lp_solution,

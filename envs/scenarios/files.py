@@ -1,6 +1,6 @@
 """Where scenario dicts come from: users' YAML/JSON files and the shipped scenario files (the
 repository's ``scenarios/`` folder: presets, geo presets, ``suites/``). Both are read by
-:mod:`serverfarm_gym.envs.files` (errors name the file and the line, duplicate keys are refused); the farm and
+:mod:`serverfarm_gym.envs.mapping_files` (errors name the file and the line, duplicate keys are refused); the farm and
 geo formats (``serverfarm_gym.envs.config``, ``serverfarm_gym.envs.geo``) only see the resulting dicts.
 
 The shipped files are data, not code: a source checkout reads them from ``scenarios/`` beside the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from serverfarm_gym.envs.files import FileFormatError, load_mapping_file, parse_mapping_text
+from serverfarm_gym.envs.mapping_files import FileFormatError, load_mapping_file, parse_mapping_text
 from serverfarm_gym.envs.validation import ConfigError
 
 __all__ = [
@@ -32,7 +32,7 @@ _DATA_DIRS = (_HERE / "data", _HERE.parent.parent / "scenarios")
 class ScenarioFileError(ConfigError, FileFormatError):
     """A scenario file cannot be read: ``"<file>: line N: what is wrong"``. Both a
     :class:`~serverfarm_gym.envs.validation.ConfigError` (a bad scenario) and a
-    :class:`~serverfarm_gym.envs.files.FileFormatError` (a bad file), so either ``except`` catches it."""
+    :class:`~serverfarm_gym.envs.mapping_files.FileFormatError` (a bad file), so either ``except`` catches it."""
 
 
 def read_scenario_file(path: str | Path) -> dict[str, Any]:

@@ -298,7 +298,7 @@ def test_per_type_stage_beats_the_shared_table_where_types_disagree():
     type gains 0.5% over the best shared table. The policy's own predict(), run as a per-server
     rule on the exact CTMC, has exactly the value the search measured, and no policy beats the
     exact optimum."""
-    from serverfarm_gym.baselines.solvers.optimum import solve
+    from serverfarm_gym.baselines.solvers.efficiency_optimum import solve
 
     cfg = random_small_farm(292, max_count=2, max_buffer=2)
     pol = BestPriorityPolicy(cfg, per_type=True, reserve_levels=False)

@@ -15,7 +15,7 @@ from serverfarm_gym.baselines.slo_priority import (
     order_evaluator,
     order_points,
 )
-from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
 from serverfarm_gym.baselines.solvers.slo_optimum import (
     SLOInfeasibleError,
     min_response_time,

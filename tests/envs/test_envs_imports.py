@@ -1,5 +1,5 @@
 """The envs package's own import graph: no cycle between its modules (imports inside
-functions count), no private name imported across modules, and envs/files.py the only reader of
+functions count), no private name imported across modules, and envs/mapping_files.py the only reader of
 YAML/JSON. Read from the source with ``ast``, so nothing is imported."""
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ def test_no_private_name_imported_across_modules() -> None:
 def test_files_is_the_only_yaml_json_reader() -> None:
     mods = _modules()
     for name, tree in mods.items():
-        if name == "serverfarm_gym.envs.files":
+        if name == "serverfarm_gym.envs.mapping_files":
             continue
         readers = {m for m, _ in _imports(tree, mods)} & {"yaml", "json"}
-        assert not readers, f"{name} imports {readers}: read files with serverfarm_gym.envs.files"
+        assert not readers, (
+            f"{name} imports {readers}: read files with serverfarm_gym.envs.mapping_files"
+        )

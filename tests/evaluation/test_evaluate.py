@@ -370,7 +370,7 @@ def test_sweep_over_farm_sizes(tmp_path):
     ],
 )
 def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, match, monkeypatch):
-    import serverfarm_gym.evaluation.harness as harness
+    import serverfarm_gym.evaluation.policy_report as harness
 
     # neither the scenario nor a seed is built: a billion replications built every seed first
     monkeypatch.setattr(harness, "load_scenario", lambda *a: pytest.fail("scenario built"))
@@ -390,7 +390,7 @@ def test_plan_refuses_work_that_cannot_fit_before_building_anything(kwargs, matc
     ],
 )
 def test_sweep_refuses_empty_lists_and_oversized_sweeps_before_planning(kwargs, match, monkeypatch):
-    import serverfarm_gym.evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.sweep_report as sweeps
 
     monkeypatch.setattr(sweeps, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
     with pytest.raises(ValueError, match=match):
@@ -422,7 +422,7 @@ class _CheckedPAS:
 @pytest.mark.parametrize("exact", [False, True])
 def test_a_policy_that_checks_itself_on_the_farm_shows_the_cost(exact):
     from serverfarm_gym.evaluation import evaluate_exact
-    from serverfarm_gym.evaluation.report import format_table
+    from serverfarm_gym.evaluation.outputs import format_table
 
     config = load_scenario("tiny")
     if exact:

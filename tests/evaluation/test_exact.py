@@ -19,7 +19,7 @@ from serverfarm_gym.evaluation.exact import (
     exact_unsupported_reason,
     policy_decisions,
 )
-from serverfarm_gym.evaluation.harness import evaluate_exact
+from serverfarm_gym.evaluation.policy_report import evaluate_exact
 from tests.helpers.env import expected_mask, expected_obs
 from tests.helpers.farms import random_env_configs
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import evaluate
-from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
 from serverfarm_gym.evaluation.frontier import frontier
 from tests.helpers.exact import reference_farm
 

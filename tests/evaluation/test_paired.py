@@ -7,7 +7,7 @@ import pytest
 
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.scenarios import load_scenario
-from serverfarm_gym.evaluation.measure import Estimate
+from serverfarm_gym.evaluation.efficiency import Estimate
 from serverfarm_gym.evaluation.paired import (
     BestModelSelector,
     PairedEvaluator,

@@ -9,8 +9,8 @@ import pytest
 import evaluate
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
 from serverfarm_gym.envs.scenarios import load_scenario
-from serverfarm_gym.evaluation.harness import evaluate_exact
-from serverfarm_gym.evaluation.report import csv_rows, format_table
+from serverfarm_gym.evaluation.outputs import csv_rows, format_table
+from serverfarm_gym.evaluation.policy_report import evaluate_exact
 
 
 def test_exact_report_has_response_time():

@@ -9,7 +9,7 @@ from scipy import stats
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
 from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time, solve_slo
 from serverfarm_gym.envs.config import farm_from_dict
-from serverfarm_gym.evaluation.harness import evaluate
+from serverfarm_gym.evaluation.policy_report import evaluate
 from tests.helpers.exact import reference_farm
 
 

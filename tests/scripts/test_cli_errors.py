@@ -18,7 +18,7 @@ import pytest
 import evaluate as evaluate_cli
 import sweep as sweep_cli
 import train
-from serverfarm_gym.evaluation.report import atomic_write, check_output_paths
+from serverfarm_gym.evaluation.outputs import atomic_write, check_output_paths
 from tests.helpers.scripts import exit_code
 
 MALFORMED = {
@@ -48,8 +48,8 @@ def _assert_one_line_error(capsys, prog: str, *fragments: str) -> str:
 
 
 def _scenario_files_are_read_by_envs_files() -> bool:
-    """Whether serverfarm_gym.envs.config.load_scenario reads files with serverfarm_gym.envs.files (its errors name the line)."""
-    from serverfarm_gym.envs.files import FileFormatError
+    """Whether serverfarm_gym.envs.config.load_scenario reads files with serverfarm_gym.envs.mapping_files (its errors name the line)."""
+    from serverfarm_gym.envs.mapping_files import FileFormatError
     from serverfarm_gym.envs.scenarios import load_scenario
 
     with tempfile.TemporaryDirectory() as d:
@@ -66,7 +66,7 @@ def _scenario_files_are_read_by_envs_files() -> bool:
 
 needs_scenario_reader = pytest.mark.xfail(
     not _scenario_files_are_read_by_envs_files(),
-    reason="serverfarm_gym.envs.config.load_scenario does not read scenario files with serverfarm_gym.envs.files yet",
+    reason="serverfarm_gym.envs.config.load_scenario does not read scenario files with serverfarm_gym.envs.mapping_files yet",
     strict=True,
 )
 
@@ -144,8 +144,8 @@ def _unwritable_dir(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("case", ["missing-dir", "read-only-dir", "plot-format", "same-file"])
 @pytest.mark.parametrize("script", ["evaluate.py", "sweep.py"])
 def test_unwritable_outputs_fail_before_the_run(script, case, tmp_path, capsys, monkeypatch):
-    import serverfarm_gym.evaluation.harness as harness
-    import serverfarm_gym.evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.policy_report as harness
+    import serverfarm_gym.evaluation.sweep_report as sweeps
 
     def no_run(*a, **k):
         raise AssertionError("the evaluation ran before its outputs were checked")

@@ -11,15 +11,15 @@ import pytest
 import evaluate as evaluate_cli
 import sweep as sweep_cli
 from serverfarm_gym.evaluation.rollout import MAX_REPLICATIONS, MAX_WINDOW_EPOCHS
-from serverfarm_gym.evaluation.sweeps import MAX_WORK_UNITS
+from serverfarm_gym.evaluation.sweep_report import MAX_WORK_UNITS
 from tests.helpers.scripts import exit_code
 
 
 @pytest.fixture
 def no_run(monkeypatch):
     """Fail the test if an evaluation starts: every case must be refused before it."""
-    import serverfarm_gym.evaluation.harness as harness
-    import serverfarm_gym.evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.policy_report as harness
+    import serverfarm_gym.evaluation.sweep_report as sweeps
 
     def refuse(*a, **k):
         raise AssertionError("the evaluation started")
@@ -98,7 +98,7 @@ def test_a_window_over_the_limit_in_all_is_refused(capsys):
 
 
 def test_a_sweep_over_the_work_limit_is_refused_before_planning(capsys, monkeypatch):
-    import serverfarm_gym.evaluation.sweeps as sweeps
+    import serverfarm_gym.evaluation.sweep_report as sweeps
 
     monkeypatch.setattr(sweeps, "plan_evaluation", lambda *a, **k: pytest.fail("planned"))
     seeds = ",".join(str(s) for s in range(100))

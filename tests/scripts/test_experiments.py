@@ -22,7 +22,7 @@ from experiments import (
     pas_vs_optimum,
 )
 from serverfarm_gym.baselines.solvers.ctmc import GeneratorSolver
-from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, solve_pi
+from serverfarm_gym.baselines.solvers.efficiency_optimum import AggregatedSpace, solve_pi
 from serverfarm_gym.envs.config import farm_from_dict
 from serverfarm_gym.envs.scenarios import load_preset
 

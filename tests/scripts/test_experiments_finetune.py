@@ -41,7 +41,7 @@ def test_quick_run(model: Path, tmp_path: Path) -> None:
 def test_zero_bias_is_the_network(model: Path) -> None:
     """The predictor with zero biases and scale 1 decides as the network's policy does."""
     from serverfarm_gym.agents.generalist import TokenGeneralistPolicy
-    from serverfarm_gym.evaluation.measure import measure
+    from serverfarm_gym.evaluation.efficiency import measure
 
     config = ft.farm_from_name("random:2001")
     net, meta = TokenGeneralistPolicy.load_net(model)

@@ -19,7 +19,7 @@ from serverfarm_gym.agents.common.farm_settings import derive_settings
 from serverfarm_gym.agents.ppo import PPOAgent, model_predictor, write_sidecar
 from serverfarm_gym.agents.ppo_sb3.wrappers import TrainingWrapper
 from serverfarm_gym.envs import ServerFarmEnv, load_scenario
-from serverfarm_gym.evaluation.measure import Window, measure, replication_seeds
+from serverfarm_gym.evaluation.efficiency import Window, measure, replication_seeds
 
 # exact efficiencies (serverfarm_gym.baselines.solvers.ctmc / reference-farms.yaml), copied here on purpose
 TINY_PAS = 0.3273379092816369

@@ -25,7 +25,7 @@ from serverfarm_gym.agents.generalist import TokenGeneralistPolicy
 from serverfarm_gym.agents.ppo import PPOAgent
 from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.baselines.registry import make_policy
-from serverfarm_gym.envs.files import FileFormatError
+from serverfarm_gym.envs.mapping_files import FileFormatError
 
 SMALL = {"n_envs": 2, "n_steps": 64, "batch_size": 64, "n_epochs": 1, "net_arch": (8, 8)}
 

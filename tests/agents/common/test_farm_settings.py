@@ -12,7 +12,7 @@ from serverfarm_gym.envs.config import farm_from_dict
 from serverfarm_gym.envs.observation import n_actions
 from serverfarm_gym.envs.scenarios import PRESETS, load_scenario, random_farm
 from serverfarm_gym.evaluation.exact import exact_solvable, exact_unsupported_reason
-from serverfarm_gym.evaluation.harness import epochs_per_duration
+from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
 FARMS = [load_scenario(p) for p in PRESETS] + [random_farm(s) for s in (1000, 1001, 1002, 1003)]
 

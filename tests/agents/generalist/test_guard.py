@@ -18,8 +18,8 @@ from serverfarm_gym.baselines.pas import PASPolicy  # noqa: E402
 from serverfarm_gym.baselines.registry import make_policy  # noqa: E402
 from serverfarm_gym.envs.config import farm_from_dict  # noqa: E402
 from serverfarm_gym.envs.scenarios import load_scenario  # noqa: E402
+from serverfarm_gym.evaluation.efficiency import measure  # noqa: E402
 from serverfarm_gym.evaluation.exact import exact_solvable  # noqa: E402
-from serverfarm_gym.evaluation.measure import measure  # noqa: E402
 
 
 def _bad_net(anchor: float = 4.0):

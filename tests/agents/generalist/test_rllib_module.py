@@ -13,14 +13,14 @@ def test_rllib_ppo_trains_the_token_module_on_random_farms() -> None:
     from ray.rllib.algorithms.ppo import PPOConfig
 
     from serverfarm_gym.agents.generalist.rllib_module import token_module_spec
-    from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
+    from serverfarm_gym.envs.rllib import RLlibSampledFarmEnv
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         config = (
             PPOConfig()
             .environment(
-                env=RLlibRandomFarmEnv,
+                env=RLlibSampledFarmEnv,
                 # invalid_action="raise": a sampled masked (or padded) action would be an error
                 env_config={
                     "distribution": {"n_servers": [2, 30]},

@@ -19,8 +19,8 @@ from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, sample_farm
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.envs.server_farm import ServerFarmEnv
+from serverfarm_gym.evaluation.efficiency import measure
 from serverfarm_gym.evaluation.exact import exact_solvable
-from serverfarm_gym.evaluation.measure import measure
 from serverfarm_gym.evaluation.rollout import policy_route
 
 

@@ -74,7 +74,7 @@ def test_average_criterion_ranks_the_exact_optimum_best_among_all_policies():
 
 def test_average_criterion_on_tiny_has_the_exact_optimum(tiny):
     """advantage="average": the policy the criterion ranks best at its fixed point eta has
-    the exact optimum's efficiency (the LP's, serverfarm_gym.baselines.solvers.optimum)."""
+    the exact optimum's efficiency (the LP's, serverfarm_gym.baselines.solvers.efficiency_optimum)."""
     _, mdp, opt = tiny
     best = best_policy(mdp)
     assert best.efficiency == pytest.approx(opt, rel=1e-9)

@@ -229,7 +229,7 @@ def test_config_errors_name_the_field():
 
 
 def test_auto_gamma_is_a_horizon_in_model_time():
-    from serverfarm_gym.evaluation.harness import epochs_per_duration
+    from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
     tiny, p100 = load_scenario("tiny"), load_scenario("paper-100")
     # tiny: 2.5 decision epochs per mean duration -> 4 durations = 10 epochs -> gamma 0.9
@@ -245,7 +245,7 @@ def test_short_training_on_tiny_beats_random_exactly():
     """Exact (CTMC) efficiencies: no sampling error, so a strict comparison is sound. A random
     initial policy, then 40,960 steps; the learnt policy must beat it and reach PAS's exact
     efficiency (PAS is optimal up to 0.4% on tiny; the optimum bounds both)."""
-    from serverfarm_gym.evaluation.measure import measure, pas_efficiency
+    from serverfarm_gym.evaluation.efficiency import measure, pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
 
     config = load_scenario("tiny")

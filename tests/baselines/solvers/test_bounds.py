@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from serverfarm_gym.baselines.solvers.bounds import BoundTooLarge, bound_lp_size, relaxation_bound
-from serverfarm_gym.baselines.solvers.optimum import estimate_size, solve
+from serverfarm_gym.baselines.solvers.efficiency_optimum import estimate_size, solve
 from serverfarm_gym.envs.config import farm_from_dict
 from serverfarm_gym.envs.scenarios import load_preset, random_farm
 from serverfarm_gym.evaluation.references import reference_values

@@ -12,7 +12,7 @@ from serverfarm_gym.baselines.solvers.ctmc import (
     n_full_states,
     occupancy_distribution,
 )
-from serverfarm_gym.baselines.solvers.optimum import AggregatedSpace, evaluate_aggregated
+from serverfarm_gym.baselines.solvers.efficiency_optimum import AggregatedSpace, evaluate_aggregated
 from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.exact import random_small_farm, reference_farm
 

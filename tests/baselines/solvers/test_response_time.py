@@ -11,7 +11,7 @@ from serverfarm_gym.baselines.solvers.aggregated import (
     evaluate_aggregated,
 )
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
-from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
 from serverfarm_gym.envs.config import farm_from_dict
 from tests.helpers.exact import random_small_farm, reference_farm
 

@@ -14,7 +14,7 @@ from serverfarm_gym.baselines.solvers.aggregated import (
     aggregated_response_time,
     evaluate_aggregated,
 )
-from serverfarm_gym.baselines.solvers.optimum import solve_lp
+from serverfarm_gym.baselines.solvers.efficiency_optimum import solve_lp
 from serverfarm_gym.baselines.solvers.slo_optimum import (
     SLOInfeasibleError,
     min_response_time,

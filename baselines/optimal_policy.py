@@ -1,5 +1,5 @@
 """The exact optima as policies: :class:`OptimalPolicy` (``optimal``) plays a solution of
-:mod:`serverfarm_gym.baselines.solvers.optimum` and :class:`SLOOptimalPolicy` (``slo-optimal``) one of
+:mod:`serverfarm_gym.baselines.solvers.efficiency_optimum` and :class:`SLOOptimalPolicy` (``slo-optimal``) one of
 :mod:`serverfarm_gym.baselines.solvers.slo_optimum`, decoded from the observation through the ``Policy``
 interface. The solvers compute; these classes only act on what they computed.
 """
@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from serverfarm_gym.baselines.base import Policy
-from serverfarm_gym.baselines.solvers.optimum import (
+from serverfarm_gym.baselines.solvers.efficiency_optimum import (
     DEFAULT_MAX_LP_VARIABLES,
     OptimumSolution,
     solve,

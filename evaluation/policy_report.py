@@ -1,6 +1,7 @@
-"""The evaluation harness: plan work units, run them, summarise into the JSON report.
+"""The report of many policies on one scenario: plan work units, run them, summarise into the
+JSON report.
 
-``evaluate`` is what ``evaluate.py`` calls (``serverfarm_gym.evaluation.sweeps.sweep`` runs many of its plans
+``evaluate`` is what ``evaluate.py`` calls (``serverfarm_gym.evaluation.sweep_report.sweep`` runs many of its plans
 in one pool for ``sweep.py``). Both are importable so that training scripts and
 experiments use exactly the same definitions (window, seeds, intervals, gaps).
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.scenarios import load_scenario
+from serverfarm_gym.evaluation.efficiency import Window
 from serverfarm_gym.evaluation.exact import (
     EXACT_MAX_STATES,
     cost_efficiency,
@@ -40,15 +42,14 @@ from serverfarm_gym.evaluation.exact import (
     overall_blocking,
     randomised_exact,
 )
-from serverfarm_gym.evaluation.measure import Window
-from serverfarm_gym.evaluation.parallel import default_workers, run_units
-from serverfarm_gym.evaluation.provenance import versions
-from serverfarm_gym.evaluation.references import optimum_solution, reference_values
-from serverfarm_gym.evaluation.report import (
+from serverfarm_gym.evaluation.outputs import (
     check_output_paths,
     format_table,
     write_outputs,
 )
+from serverfarm_gym.evaluation.parallel import default_workers, run_units
+from serverfarm_gym.evaluation.provenance import versions
+from serverfarm_gym.evaluation.references import optimum_solution, reference_values
 from serverfarm_gym.evaluation.rollout import (
     WorkUnit,
     cache_policy,
@@ -191,7 +192,7 @@ def plan_evaluation(
     check_run_settings(replications, seed)
     specs = _with_reference(policies)
     # the window before the policies are built (the horizon first: the default warm-up, the
-    # one rule of serverfarm_gym.evaluation.measure.Window.for_farm, is computed from it and the farm)
+    # one rule of serverfarm_gym.evaluation.efficiency.Window.for_farm, is computed from it and the farm)
     check_window(horizon, 0 if warmup is None else warmup)
     config = load_scenario(scenario)
     if scale != 1:
@@ -393,7 +394,7 @@ def evaluate(
         replications: independent replications; replication r uses the same seed for every
             policy (common random numbers).
         horizon: decision epochs measured per replication, after ``warmup`` (default:
-            ``serverfarm_gym.evaluation.measure.Window.for_farm``'s rule).
+            ``serverfarm_gym.evaluation.efficiency.Window.for_farm``'s rule).
         seed: base seed; the replication seeds are recorded in the report.
         workers: local processes (None: min(cpu_count, units); 1: in-process).
         use_ray, ray_address: run the units on Ray (local instance when no address).

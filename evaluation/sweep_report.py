@@ -1,6 +1,7 @@
-"""Sweeps: many (scenario, farm size, seed) evaluations in one pool of work units (``sweep.py``).
+"""The report of a sweep: many (scenario, farm size, seed) evaluations in one pool of work units
+(``sweep.py`` is its command line).
 
-Each evaluation is planned and summarised exactly as :func:`serverfarm_gym.evaluation.harness.evaluate` does, so
+Each evaluation is planned and summarised exactly as :func:`serverfarm_gym.evaluation.policy_report.evaluate` does, so
 a sweep's rows equal the single evaluations of the same settings.
 """
 
@@ -14,7 +15,13 @@ from typing import Any
 
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.scenarios import load_scenario
-from serverfarm_gym.evaluation.harness import (
+from serverfarm_gym.evaluation.outputs import (
+    check_output_paths,
+    format_sweep_table,
+    write_sweep_outputs,
+)
+from serverfarm_gym.evaluation.parallel import run_units
+from serverfarm_gym.evaluation.policy_report import (
     REFERENCE_POLICY,
     EvaluationPlan,
     backend_info,
@@ -23,14 +30,8 @@ from serverfarm_gym.evaluation.harness import (
     plan_timing,
     summarize_plan,
 )
-from serverfarm_gym.evaluation.parallel import run_units
 from serverfarm_gym.evaluation.provenance import versions
 from serverfarm_gym.evaluation.references import reference_values
-from serverfarm_gym.evaluation.report import (
-    check_output_paths,
-    format_sweep_table,
-    write_sweep_outputs,
-)
 from serverfarm_gym.evaluation.rollout import check_run_settings
 
 __all__ = ["MAX_WORK_UNITS", "check_sweep_size", "sweep", "sweep_and_write"]

@@ -2,7 +2,7 @@
 
 The token encoding (``serverfarm_gym.envs.tokens``) has the same spaces for every farm within its padding
 limits, so an env whose *farm* changes at every reset still has fixed observation and action
-spaces. :class:`RandomFarmTokenEnv` draws each episode's farm with ``serverfarm_gym.envs.farm_sampler`` (its own
+spaces. :class:`SampledFarmTokenEnv` draws each episode's farm with ``serverfarm_gym.envs.farm_sampler`` (its own
 seed stream, outside the held-out range) and runs it as a ``ServerFarmEnv`` with group actions
 and token observations (``obs_mode="tokens"``). Any RL library that trains on one Gymnasium env
 trains a farm-agnostic policy on it, e.g. RLlib through ``serverfarm_gym.envs.rllib``'s action-mask observation
@@ -21,10 +21,10 @@ from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS, FarmDistribution, s
 from serverfarm_gym.envs.server_farm import ServerFarmEnv
 from serverfarm_gym.envs.tokens import DEFAULT_MAX_GROUPS, DEFAULT_MAX_LEVELS, TokenEncoding
 
-__all__ = ["RandomFarmTokenEnv"]
+__all__ = ["SampledFarmTokenEnv"]
 
 
-class RandomFarmTokenEnv(gym.Env):
+class SampledFarmTokenEnv(gym.Env):
     """A new farm from ``distribution`` at every reset, with token observations and actions.
 
     Args:

@@ -1,4 +1,4 @@
-"""serverfarm_gym.evaluation.measure: the one measurement API. Each route against the exact CTMC value of the
+"""serverfarm_gym.evaluation.efficiency: the one measurement API. Each route against the exact CTMC value of the
 same policy, the routes against each other on the same sample paths, the warm-up rule and the
 argument checks."""
 
@@ -11,7 +11,7 @@ from serverfarm_gym.baselines.pas import pas_table
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
 from serverfarm_gym.envs.scenarios import load_scenario
-from serverfarm_gym.evaluation.measure import (
+from serverfarm_gym.evaluation.efficiency import (
     Estimate,
     Window,
     as_predictor,

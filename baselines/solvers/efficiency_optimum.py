@@ -28,7 +28,7 @@ Solvers (independent; tests check they agree to 1e-7 relative):
   changes. Deterministic policy; scales further than the LP.
 - :func:`brute_force`: every deterministic stationary policy evaluated exactly (tiny farms; test).
 
-:class:`serverfarm_gym.baselines.optimal.OptimalPolicy` plays a solution in the env through the ``Policy``
+:class:`serverfarm_gym.baselines.optimal_policy.OptimalPolicy` plays a solution in the env through the ``Policy``
 interface.
 """
 

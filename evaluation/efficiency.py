@@ -1,7 +1,7 @@
 """One measurement API: the efficiency of one deterministic policy on one farm, with its interval.
 
 :func:`measure` is the single entry point that training, model selection, experiments and
-benchmarks call (``serverfarm_gym.evaluation.harness.evaluate``, the multi-policy report of ``evaluate.py``,
+benchmarks call (``serverfarm_gym.evaluation.policy_report.evaluate``, the multi-policy report of ``evaluate.py``,
 runs the same replication primitives, :func:`serverfarm_gym.evaluation.rollout.simulate_builtin` and
 :func:`serverfarm_gym.evaluation.rollout.rollout`, with the same window and seeds)::
 
@@ -115,7 +115,7 @@ class Window:
 
         The farm starts empty and must reach steady state before measuring: the warm-up from the
         empty farm is 50 mean job durations at the slowest group (``FarmConfig.epochs_per_duration``;
-        the calibration is in ``serverfarm_gym.evaluation.harness.window_warnings``), and at least 10% of the
+        the calibration is in ``serverfarm_gym.evaluation.policy_report.window_warnings``), and at least 10% of the
         horizon. Without a PAS warm-up (``pas_warmup`` None/False/0) the measured policy
         dispatches it; with one (``True``: the rule's length) PAS dispatches it and the policy
         then runs its own transient, 10 mean job durations and at least 500 epochs, unmeasured (a

@@ -1,4 +1,4 @@
-"""Domain randomisation as one env (envs/random_farm_env.py): fixed spaces over changing farms,
+"""Domain randomisation as one env (envs/sampled_farm_env.py): fixed spaces over changing farms,
 reproducible from the seed, held-out farms apart from training ones."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from serverfarm_gym.envs.farm_sampler import HELD_OUT_SEEDS
-from serverfarm_gym.envs.random_farm_env import RandomFarmTokenEnv
-from serverfarm_gym.envs.rllib import RLlibRandomFarmEnv
+from serverfarm_gym.envs.rllib import RLlibSampledFarmEnv
+from serverfarm_gym.envs.sampled_farm_env import SampledFarmTokenEnv
 
 SMALL = {"n_servers": [2, 50]}
 
 
-def _run(env: RandomFarmTokenEnv, seed: int, episodes: int) -> list[tuple[str, float]]:
+def _run(env: SampledFarmTokenEnv, seed: int, episodes: int) -> list[tuple[str, float]]:
     out = []
     obs, info = env.reset(seed=seed)
     for _ in range(episodes):
@@ -32,31 +32,31 @@ def _run(env: RandomFarmTokenEnv, seed: int, episodes: int) -> list[tuple[str, f
 
 
 def test_every_episode_is_a_new_farm_in_the_same_spaces() -> None:
-    env = RandomFarmTokenEnv(SMALL, episode_steps=20, warmup_epochs=100)
+    env = SampledFarmTokenEnv(SMALL, episode_steps=20, warmup_epochs=100)
     runs = _run(env, seed=0, episodes=6)
     farms = [f for f, _ in runs]
     assert len(set(farms)) == 6
     assert all(int(f.split("-")[1]) < HELD_OUT_SEEDS.start for f in farms)
-    assert runs == _run(RandomFarmTokenEnv(SMALL, episode_steps=20, warmup_epochs=100), 0, 6)
+    assert runs == _run(SampledFarmTokenEnv(SMALL, episode_steps=20, warmup_epochs=100), 0, 6)
 
 
 def test_held_out_farms_come_from_the_held_out_range() -> None:
-    env = RandomFarmTokenEnv(SMALL, episode_steps=5, held_out=True, warmup_epochs=100)
+    env = SampledFarmTokenEnv(SMALL, episode_steps=5, held_out=True, warmup_epochs=100)
     for f, _ in _run(env, seed=1, episodes=3):
         assert int(f.split("-")[1]) in HELD_OUT_SEEDS
 
 
 def test_limits_that_do_not_cover_the_distribution_are_refused() -> None:
     with pytest.raises(ValueError, match="raise the limits to at least those"):
-        RandomFarmTokenEnv(max_groups=4)
+        SampledFarmTokenEnv(max_groups=4)
     with pytest.raises(ValueError, match="episode_steps: must be >= 1"):
-        RandomFarmTokenEnv(episode_steps=0)
+        SampledFarmTokenEnv(episode_steps=0)
     with pytest.raises(RuntimeError, match="reset"):
-        RandomFarmTokenEnv().step(0)
+        SampledFarmTokenEnv().step(0)
 
 
 def test_rllib_view_carries_the_token_mask() -> None:
-    env = RLlibRandomFarmEnv({"distribution": SMALL, "episode_steps": 10, "warmup_epochs": 100})
+    env = RLlibSampledFarmEnv({"distribution": SMALL, "episode_steps": 10, "warmup_epochs": 100})
     obs, _ = env.reset(seed=2)
     for _ in range(10):
         assert obs in env.observation_space

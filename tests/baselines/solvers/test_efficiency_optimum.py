@@ -1,5 +1,5 @@
-"""Exact optimum on the aggregated chain (baselines/solvers/optimum.py): LP, policy iteration,
-brute force, size refusal, and the OptimalPolicy decoder (baselines/optimal.py)."""
+"""Exact optimum on the aggregated chain (baselines/solvers/efficiency_optimum.py): LP, policy iteration,
+brute force, size refusal, and the OptimalPolicy decoder (baselines/optimal_policy.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from serverfarm_gym.baselines.optimal import OptimalPolicy
-from serverfarm_gym.baselines.solvers.optimum import (
+from serverfarm_gym.baselines.optimal_policy import OptimalPolicy
+from serverfarm_gym.baselines.solvers.efficiency_optimum import (
     AggregatedSpace,
     brute_force,
     estimate_size,

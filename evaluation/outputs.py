@@ -1,4 +1,4 @@
-"""Writing reports: atomic files (JSON, CSV, PNG), the console table, the efficiency plot.
+"""The outputs of evaluations: atomic files (JSON, CSV, PNG), the console table, the efficiency plot.
 
 Every file is written atomically: the bytes go to a temporary file in the destination's directory,
 which is flushed, fsync'ed and then renamed over the destination with ``os.replace`` (atomic on

@@ -1,4 +1,4 @@
-"""serverfarm_gym.envs.files, the one reader of users' YAML/JSON files, and the scenario loaders built on it:
+"""serverfarm_gym.envs.mapping_files, the one reader of users' YAML/JSON files, and the scenario loaders built on it:
 every unreadable file is refused with ``"<file>: line N: what is wrong"``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from serverfarm_gym.envs.files import (
+from serverfarm_gym.envs.mapping_files import (
     MAX_NESTING,
     FileFormatError,
     load_mapping_file,
