@@ -12,8 +12,8 @@
 Four routes, each with its own arguments (the PPO trainers' typed in
 ``serverfarm_gym.agents.common.run_args``):
 
-* ``--trainer lean`` (the default; :class:`~serverfarm_gym.agents.common.run_args.LeanArgs`,
-  ``serverfarm_gym.agents.ppo.train``): the CleanRL-style masked PPO of ``serverfarm_gym.agents.ppo.algorithm`` on the
+* ``--trainer ppo`` (the default; :class:`~serverfarm_gym.agents.common.run_args.PPOArgs`,
+  ``serverfarm_gym.agents.ppo.run``): the CleanRL-style masked PPO of ``serverfarm_gym.agents.ppo.ppo`` on the
   compiled vector env, many times the steps per CPU second (BENCHMARKS.md). Its settings are
   derived from the farm (``serverfarm_gym.agents.common.farm_settings``, printed with their reasons).
 * ``--trainer sb3`` (:class:`~serverfarm_gym.agents.common.run_args.Sb3Args`, ``serverfarm_gym.agents.ppo_sb3.train``):
@@ -24,8 +24,8 @@ Four routes, each with its own arguments (the PPO trainers' typed in
   each stage its own options): the table network of ``generalist``, by distillation of
   ``best-priority``.
 
-Precedence: the trainer's defaults < the settings derived from the farm (lean) < the
-hyperparameter file's entries for the scenario and action mode (lean: ``default``,
+Precedence: the trainer's defaults < the settings derived from the farm (ppo) < the
+hyperparameter file's entries for the scenario and action mode (ppo: ``default``,
 ``<scenario>``, ``<scenario>:<mode>``; sb3: ``sb3``, ``sb3:<scenario>``, ``sb3:<scenario>:<mode>``)
 < options given on the command line (``serverfarm_gym.agents.common.run_args.resolve_args``).
 
@@ -49,7 +49,7 @@ from typing import Any
 from serverfarm_gym.agents.common.checkpoints import atomic_write_json, read_evaluations
 from serverfarm_gym.agents.common.run_args import (
     DEFAULT_HYPERPARAMS,
-    LeanArgs,
+    PPOArgs,
     ResolvedRun,
     Sb3Args,
     build_parser,
@@ -66,7 +66,7 @@ from serverfarm_gym.agents.common.run_report import (
     learning_progress,
     plot_learning_curves,
 )
-from serverfarm_gym.agents.ppo.train import train_lean
+from serverfarm_gym.agents.ppo.run import train_ppo
 from serverfarm_gym.agents.ppo_sb3.train import train_sb3
 from serverfarm_gym.agents.table_generalist import run as table_generalist
 from serverfarm_gym.agents.token_generalist import run as token_generalist
@@ -75,7 +75,7 @@ from serverfarm_gym.evaluation.cli import run_cli
 __all__ = [
     "DEFAULT_HYPERPARAMS",
     "GENERALIST_ROUTES",
-    "LeanArgs",
+    "PPOArgs",
     "Sb3Args",
     "main",
     "resolve_args",
@@ -117,9 +117,9 @@ def _train_locked(run: ResolvedRun) -> dict[str, Any]:
     if a.resume:  # before anything is written: the farm must be the run's
         check_resumable(out)
         check_resume_identity(out, run.config, a.scenario)
-    if isinstance(a, LeanArgs):
+    if isinstance(a, PPOArgs):
         print_derived(run.config.name, run.derived)
-        summary = train_lean(a, run.config, run.derived)
+        summary = train_ppo(a, run.config, run.derived)
     else:
         summary = train_sb3(a, run.config)
     plot_learning_curves([out], out / "learning_curve.png")
@@ -133,7 +133,7 @@ def _train_locked(run: ResolvedRun) -> dict[str, Any]:
 
 
 def _train_route(argv: list[str] | None, result: dict[str, Any]) -> None:
-    """``--trainer lean|sb3``: resolve the arguments (the farm loaded once), then train."""
+    """``--trainer ppo|sb3``: resolve the arguments (the farm loaded once), then train."""
     run = resolve_args(argv)
     check_output_dir(run.args.output_dir, run.args.resume)
     try:

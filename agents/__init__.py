@@ -5,9 +5,9 @@ One package per algorithm, on top of what they share:
 * ``serverfarm_gym.agents.common``: checkpoints and atomic writes, the run directory and its checks, safe
   loading of models and sidecars (``artefacts``), the settings derived from the farm and the run
   report (the paired model selection is ``serverfarm_gym.evaluation.paired``).
-* ``serverfarm_gym.agents.ppo``: the lean masked PPO (``algorithm``), the loaded model behind the common
+* ``serverfarm_gym.agents.ppo``: the masked PPO (``ppo``), the loaded model behind the common
   ``predict`` interface (:class:`~serverfarm_gym.agents.ppo.PPOAgent`, ``agent``) and ``train.py``'s default
-  training loop (``train``).
+  run (``run``).
 * ``serverfarm_gym.agents.ppo_sb3``: the sb3-contrib MaskablePPO route (``train``), its reward wrapper
   (:class:`~serverfarm_gym.agents.ppo_sb3.wrappers.TrainingWrapper`) and callbacks.
 * ``serverfarm_gym.agents.table_generalist``: the ``generalist`` policy, one table network that

@@ -9,13 +9,13 @@ collected and learnt from):
 * ``sb3-vec``: the same ``MaskablePPO`` on the native vector env through
   ``serverfarm_gym.envs.vector.SB3VecEnvAdapter`` with the fast settings (64 envs x 256 steps, batch 4096,
   4 epochs): what SB3 itself can do.
-* ``lean``: ``serverfarm_gym.agents.ppo.algorithm.LeanPPO`` with the fast settings (same network, same data).
+* ``ppo``: ``serverfarm_gym.agents.ppo.ppo.PPO`` with the fast settings (same network, same data).
 
 Evaluation is part of a training run's cost. Each trainer's evaluator is timed once on the
 model it trained: ``sb3`` with ``serverfarm_gym.evaluation.efficiency.measure``'s ``env`` route (single envs, one decision
 at a time) at train.py's settings, the fast path with its ``vector`` route (all
 replications in one vector env, one forward pass per epoch, the policy head in numpy:
-``serverfarm_gym.agents.ppo.algorithm.numpy_predictor``) with the same number of measured epochs, spread over
+``serverfarm_gym.agents.ppo.agent.numpy_predictor``) with the same number of measured epochs, spread over
 as many replications as keep each one's policy warm-up a quarter of its window (paper-100: 33, large-10k: 4). To keep the benchmark short the evaluation is
 timed with ``--eval-scale`` (default 0.1) and twice that of its measured window and extrapolated
 linearly to the full window (the warm-ups, the same in both, are counted once). The
@@ -30,7 +30,7 @@ reported too (on a loaded machine it includes waiting for a core). The load aver
 with the results.
 
 ``python -m benchmarks.bench_training`` (about 3-5 CPU minutes), ``--quick`` (fewer steps),
-``--profile`` (cProfile of the sb3-vec and lean runs: where the time goes).
+``--profile`` (cProfile of the sb3-vec and PPO runs: where the time goes).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def run_sb3(scenario: str, steps: int) -> tuple[Any, Clock, Clock]:
 def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
     from sb3_contrib import MaskablePPO
 
-    from serverfarm_gym.agents.ppo.algorithm import auto_gamma
+    from serverfarm_gym.agents.ppo.config import auto_gamma
     from serverfarm_gym.envs.scenarios import load_scenario
     from serverfarm_gym.envs.vector import make_sb3_vec_env
 
@@ -135,14 +135,14 @@ def run_sb3_vec(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, C
     return model, setup, learn
 
 
-def run_lean(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+def run_ppo(scenario: str, steps: int, profile: bool) -> tuple[Any, Clock, Clock]:
+    from serverfarm_gym.agents.ppo.ppo import PPO
 
     with Clock() as setup:
-        trainer = LeanPPO(scenario, action_mode="group", **FAST)
+        trainer = PPO(scenario, action_mode="group", **FAST)
         trainer._start()  # PAS warm-up of every env: setup, not learning
     with Clock() as learn:
-        _profile(lambda: trainer.learn(steps), profile, "lean")
+        _profile(lambda: trainer.learn(steps), profile, "ppo")
     learn.steps = trainer.num_timesteps
     return trainer, setup, learn
 
@@ -184,17 +184,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", default="paper-100,large-10k")
     p.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
-    p.add_argument("--profile", action="store_true", help="cProfile the sb3-vec and lean runs")
+    p.add_argument("--profile", action="store_true", help="cProfile the sb3-vec and PPO runs")
     p.add_argument("--eval-scale", type=float, default=0.1)
     p.add_argument("--json", default=None, help="write the results to this file")
     ns = p.parse_args(argv)
     from serverfarm_gym.agents.ppo import model_predictor
-    from serverfarm_gym.agents.ppo.algorithm import numpy_predictor
+    from serverfarm_gym.agents.ppo.agent import numpy_predictor
     from serverfarm_gym.envs.scenarios import load_scenario
 
     torch.set_num_threads(1)
     q = 4 if ns.quick else 1
-    steps = {"sb3": 8192 // q, "sb3-vec": 32768 // q, "lean": 4 * 16384 // q}
+    steps = {"sb3": 8192 // q, "sb3-vec": 32768 // q, "ppo": 4 * 16384 // q}
     rows, results = [], {}
     for scenario in ns.scenarios.split(","):
         config = load_scenario(scenario)
@@ -202,16 +202,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{scenario}: training ...", flush=True)
         sb3_model, _, t_learn = run_sb3(scenario, steps["sb3"])
         _, _, s_learn = run_sb3_vec(scenario, steps["sb3-vec"], ns.profile)
-        lean, _, l_learn = run_lean(scenario, steps["lean"], ns.profile)
+        ppo, _, l_learn = run_ppo(scenario, steps["ppo"], ns.profile)
         e_sb3 = time_eval("sb3", model_predictor(sb3_model), config, sched, ns.eval_scale)
-        e_fast = time_eval("fast", numpy_predictor(lean.policy), config, sched, ns.eval_scale)
+        e_fast = time_eval("fast", numpy_predictor(ppo.policy), config, sched, ns.eval_scale)
         n_evals = sched["total"] // sched["eval_freq"]
         final_x = 2 * sched["final_epochs"] / sched["eval_epochs"]  # best + final model
         res = {}
         for name, clock, n, ev in (
             ("sb3", t_learn, t_learn.steps, e_sb3),
             ("sb3-vec", s_learn, s_learn.steps, e_fast),
-            ("lean", l_learn, l_learn.steps, e_fast),
+            ("ppo", l_learn, l_learn.steps, e_fast),
         ):
             per_step = clock.cpu / n
             run_cpu = sched["total"] * per_step + ev * (n_evals + final_x)

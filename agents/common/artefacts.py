@@ -166,7 +166,7 @@ class SB3Zip:
 
 
 def read_sb3_zip(path: str | Path, optimizer: bool = False) -> SB3Zip:
-    """Read a zip saved by SB3's ``save`` (``MaskablePPO``, ``LeanPPO.save``) without
+    """Read a zip saved by SB3's ``save`` (``MaskablePPO``, ``PPO.save``) without
     unpickling; ``optimizer=True`` also reads ``policy.optimizer.pth`` (a checkpoint). Weights
     must be finite."""
     p = Path(path)
@@ -248,7 +248,14 @@ def check_model_sidecar(meta: Any, source: str) -> dict[str, Any]:
     missing = [k for k in ("scenario", "action_mode") if k not in meta]
     if missing:
         raise ArtefactError(f"{source}: the sidecar lacks {missing}")
-    for key in ("scenario", "train_scenario", "train_args", "lean_ppo_config", "config"):
+    for key in (
+        "scenario",
+        "train_scenario",
+        "train_args",
+        "ppo_config",
+        "lean_ppo_config",
+        "config",
+    ):
         if key in meta and meta[key] is not None and not isinstance(meta[key], Mapping):
             raise ArtefactError(f"{source}: {key} must be a JSON object, got {meta[key]!r}")
     if meta["action_mode"] not in _MODES:

@@ -129,7 +129,7 @@ RULES = Rules()
 
 @dataclass
 class FarmSettings:
-    """Every derived setting (names as the fields of ``serverfarm_gym.agents.common.run_args.LeanArgs``) and why (``reasons[name]``)."""
+    """Every derived setting (names as the fields of ``serverfarm_gym.agents.common.run_args.PPOArgs``) and why (``reasons[name]``)."""
 
     action_mode: str
     advantage: str
@@ -155,7 +155,7 @@ class FarmSettings:
     reasons: dict[str, str] = field(default_factory=dict)
 
     def as_args(self) -> dict[str, Any]:
-        """The settings that are ``LeanArgs`` fields (what train.py merges)."""
+        """The settings that are ``PPOArgs`` fields (what train.py merges)."""
         d = asdict(self)
         d.pop("reasons")
         d.pop("epochs_per_duration")
@@ -333,7 +333,7 @@ def slo_init(config: FarmConfig, action_mode: str) -> str:
     """The start of training to ``config``'s SLO, as ``serverfarm_gym.agents.ppo.slo.slo_teacher`` picks it
     for the default network (server actions train the tied group network): ``slo-optimal``
     where the aggregated chain is solved, else ``slo-mix``."""
-    group_net = action_mode in ("group", "server")  # server: tied (LeanArgs.server_network)
+    group_net = action_mode in ("group", "server")  # server: tied (PPOArgs.server_network)
     chain = group_net and exact_unsupported_reason(config) is None and not config.has_sleep
     return "slo-optimal" if chain else "slo-mix"
 

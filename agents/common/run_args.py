@@ -1,15 +1,15 @@
 """``train.py``'s arguments: one typed dataclass per trainer, and how a run's values are resolved.
 
 * :class:`CommonArgs`: what every trainer reads (the farm, the seed, the run directory, the
-  network's shape, the output). :class:`LeanArgs` (``--trainer lean``, ``serverfarm_gym.agents.ppo.train``) and
+  network's shape, the output). :class:`PPOArgs` (``--trainer ppo``, ``serverfarm_gym.agents.ppo.run``) and
   :class:`Sb3Args` (``--trainer sb3``, ``serverfarm_gym.agents.ppo_sb3.train``) add their own options, with
-  their own defaults: the lean trainer's settings marked *derived* have no default, they come
+  their own defaults: the PPO trainer's settings marked *derived* have no default, they come
   from the farm (``serverfarm_gym.agents.common.farm_settings.derive_settings``).
 * The command line (:func:`build_parser`) has one option per field of the three classes; an
-  option of the other trainer is accepted only at its "not used" value (``LEAN_UNUSED``,
+  option of the other trainer is accepted only at its "not used" value (``PPO_UNUSED``,
   ``SB3_UNUSED``; ``serverfarm_gym.agents.common.run_checks``) and refused by name otherwise.
 * Precedence (:func:`resolve_args`): the trainer's defaults < the settings derived from the farm
-  (lean) < the hyperparameter file's entries (lean: ``default``, ``<scenario>``,
+  (ppo) < the hyperparameter file's entries (ppo: ``default``, ``<scenario>``,
   ``<scenario>:<mode>``; sb3: ``sb3``, ``sb3:<scenario>``, ``sb3:<scenario>:<mode>``) < the
   command line. ``--args-file`` (an earlier run's ``args.json``) replaces the file's entries;
   ``--resume`` takes the run's ``args.json`` whole, only ``RESUME_OVERRIDABLE`` may change.
@@ -29,7 +29,7 @@ from typing import Any
 
 from serverfarm_gym.agents.common.farm_settings import derive_action_mode, derive_settings
 from serverfarm_gym.agents.common.run_checks import (
-    LEAN_UNUSED,
+    PPO_UNUSED,
     SB3_UNUSED,
     check_args,
     check_resumable,
@@ -40,7 +40,7 @@ from serverfarm_gym.envs.mapping_files import load_mapping_file
 from serverfarm_gym.envs.observation import check_action_mode
 from serverfarm_gym.envs.scenarios import PRESETS, load_scenario
 
-__all__ = ["DEFAULT_HYPERPARAMS", "RESUME_OVERRIDABLE", "CommonArgs", "LeanArgs", "ResolvedRun", "Sb3Args",
+__all__ = ["DEFAULT_HYPERPARAMS", "RESUME_OVERRIDABLE", "CommonArgs", "PPOArgs", "ResolvedRun", "Sb3Args",
            "build_parser", "default_output_dir", "load_hyperparams", "resolve_args", "saved_args",
            "scenario_key"]  # fmt: skip
 
@@ -64,7 +64,7 @@ def _opt(default: Any, text: str) -> Any:
 
 
 def _derived(text: str) -> Any:
-    """A lean setting without a default: derived from the farm (farm_settings.derive_settings)."""
+    """A PPO setting without a default: derived from the farm (farm_settings.derive_settings)."""
     return field(metadata={"help": text, "derived": True})
 
 
@@ -73,7 +73,7 @@ class CommonArgs:
     """Options of every trainer."""
 
     scenario: str = _opt("tiny", "preset name or scenario file path")
-    trainer: str = _opt("lean", "'lean' (fast masked PPO on the vector env) or 'sb3' (MaskablePPO)")
+    trainer: str = _opt("ppo", "'ppo' (fast masked PPO on the vector env) or 'sb3' (MaskablePPO)")
     action_mode: str = _opt("auto", "'server', 'group' or 'auto' (derived from the farm)")
     seed: int = _opt(0, "seed of the model and the envs")
     net_arch: str = _opt("64,64", "hidden layer sizes of the policy and value MLPs")
@@ -103,8 +103,8 @@ class CommonArgs:
 
 
 @dataclass(kw_only=True)
-class LeanArgs(CommonArgs):
-    """``--trainer lean`` (serverfarm_gym.agents.ppo.train.train_lean): the settings without a default are
+class PPOArgs(CommonArgs):
+    """``--trainer ppo`` (serverfarm_gym.agents.ppo.run.train_ppo): the settings without a default are
     derived from the farm; a hyperparameter file or the command line may replace them."""
 
     server_network: str = _opt(
@@ -193,9 +193,9 @@ class Sb3Args(CommonArgs):
     checkpoint_freq: int = _opt(25_000, "timesteps between checkpoints")
 
 
-ROUTES: dict[str, type[CommonArgs]] = {"lean": LeanArgs, "sb3": Sb3Args}
-#: every option: the lean trainer's field where both trainers have one
-FIELDS = {f.name: f for cls in (Sb3Args, LeanArgs) for f in dataclasses.fields(cls)}
+ROUTES: dict[str, type[CommonArgs]] = {"ppo": PPOArgs, "sb3": Sb3Args}
+#: every option: the PPO trainer's field where both trainers have one
+FIELDS = {f.name: f for cls in (Sb3Args, PPOArgs) for f in dataclasses.fields(cls)}
 #: a field missing from an args.json written before it existed: the value such runs trained with
 SAVED_DEFAULTS = {"init": "pas", "pas_confidence": 0.2, "advantage": "discounted", "train_scale": 1}
 
@@ -205,16 +205,16 @@ def _defaults(cls: type[CommonArgs]) -> dict[str, Any]:
 
 
 def _help(name: str) -> str:
-    lean = {f.name: f for f in dataclasses.fields(LeanArgs)}
+    ppo = {f.name: f for f in dataclasses.fields(PPOArgs)}
     sb3 = {f.name: f for f in dataclasses.fields(Sb3Args)}
     text = FIELDS[name].metadata["help"]
     if name not in sb3:
-        where = "derived from the farm" if "derived" in lean[name].metadata else lean[name].default
-        return f"lean: {text} (default: {where})"
-    if name not in lean:
+        where = "derived from the farm" if "derived" in ppo[name].metadata else ppo[name].default
+        return f"ppo: {text} (default: {where})"
+    if name not in ppo:
         return f"sb3: {text} (default: {sb3[name].default})"
-    if "derived" in lean[name].metadata:
-        return f"{text} (default: lean derived from the farm, sb3 {sb3[name].default})"
+    if "derived" in ppo[name].metadata:
+        return f"{text} (default: ppo derived from the farm, sb3 {sb3[name].default})"
     return f"{text} (default: {sb3[name].default})"
 
 
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="train.py",
         description="Train a masked PPO dispatcher on a server-farm scenario (see "
-        "docs/training.md). With the lean trainer the settings derived from the farm (printed at "
+        "docs/training.md). With the PPO trainer the settings derived from the farm (printed at "
         "the start) are the defaults, the hyperparameter file (--hyperparams) overrides those "
         "per scenario, and options given here override the file. 'python train.py "
         "token-generalist ...' and 'python train.py table-generalist STAGE ...' train the "
@@ -270,13 +270,13 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def load_hyperparams(
-    path: str | Path, scenario_key: str, action_mode: str, trainer: str = "lean"
+    path: str | Path, scenario_key: str, action_mode: str, trainer: str = "ppo"
 ) -> dict[str, Any]:
     """Merged settings for a scenario from an RL-Zoo style YAML file; an empty dict for ``none``.
 
-    The lean trainer reads ``default``, then the scenario's entry, then ``<scenario>:<mode>``;
+    The PPO trainer reads ``default``, then the scenario's entry, then ``<scenario>:<mode>``;
     the sb3 trainer ``sb3``, ``sb3:<scenario>``, ``sb3:<scenario>:<mode>`` (its settings are
-    hand-tuned ones, which would be wrong for the lean trainer)."""
+    hand-tuned ones, which would be wrong for the PPO trainer)."""
     if str(path).lower() in ("", "none"):
         return {}
     p = Path(path)
@@ -302,15 +302,17 @@ def load_hyperparams(
 
 
 def saved_args(path: str | Path) -> dict[str, Any]:
-    """The fields of a saved ``args.json``; files written before the lean trainer existed have
-    no ``trainer``: they were MaskablePPO (sb3) runs; lean runs from before ``server_network``
-    trained one output per server (``mlp``)."""
+    """The fields of a saved ``args.json``; files written before the PPO trainer existed have
+    no ``trainer``: they were MaskablePPO (sb3) runs; PPO runs from before ``server_network``
+    trained one output per server (``mlp``); earlier versions named the PPO trainer ``ppo``."""
     saved = load_mapping_file(path)
     out = {k: _coerce(k, v) for k, v in saved.items() if k in FIELDS}
     out.setdefault("trainer", "sb3")
+    if out["trainer"] == "lean":
+        out["trainer"] = "ppo"
     out.setdefault("server_network", "mlp")
     if out["trainer"] == "sb3":
-        out = LEAN_UNUSED | out
+        out = PPO_UNUSED | out
     return out
 
 
@@ -330,11 +332,11 @@ def default_output_dir(scenario: str, action_mode: str, seed: int) -> str:
 
 @dataclass
 class ResolvedRun:
-    """A run's arguments, its farm (loaded once) and, for the lean trainer, the settings derived
+    """A run's arguments, its farm (loaded once) and, for the PPO trainer, the settings derived
     from it (``values``, ``reasons``, and ``overridden``: those a file or the command line
     replaced), derived once."""
 
-    args: LeanArgs | Sb3Args
+    args: PPOArgs | Sb3Args
     config: FarmConfig
     derived: dict[str, Any] | None
     cli: dict[str, Any]
@@ -366,7 +368,7 @@ def _finish(
     cls = ROUTES[ns.trainer]
     args = cls(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)})
     derived = None
-    if isinstance(args, LeanArgs):
+    if isinstance(args, PPOArgs):
         settings = settings or derive_settings(config, args.action_mode)
         values = settings.as_args()
         overridden = {k: getattr(args, k) for k, v in values.items() if getattr(args, k) != v}
@@ -381,7 +383,7 @@ def _resume(out: Path, cli: dict[str, Any], farms: _Farms) -> ResolvedRun | None
     if not (out / "args.json").exists():
         return None
     saved = saved_args(out / "args.json")
-    if saved["trainer"] == "lean":  # the sb3 options it does not record are at "not used"
+    if saved["trainer"] == "ppo":  # the sb3 options it does not record are at "not used"
         saved = SB3_UNUSED | saved
     fixed = {k: v for k, v in cli.items() if k not in (*RESUME_OVERRIDABLE, "resume")}
     for k, v in fixed.items():
@@ -430,11 +432,11 @@ def resolve_args(argv: list[str] | None = None) -> ResolvedRun:
             file_vals = load_hyperparams(hp_file, key, farms.mode(scenario, mode), trainer)
     mode = farms.mode(scenario, mode)
     settings = None
-    if trainer == "lean":  # derived from the farm, below anything given
+    if trainer == "ppo":  # derived from the farm, below anything given
         check_action_mode(mode)
         settings = derive_settings(config, mode)
-        flat = SB3_UNUSED | _defaults(LeanArgs) | settings.as_args()
+        flat = SB3_UNUSED | _defaults(PPOArgs) | settings.as_args()
     else:
-        flat = LEAN_UNUSED | _defaults(Sb3Args)
+        flat = PPO_UNUSED | _defaults(Sb3Args)
     flat |= base | file_vals | cli | {"action_mode": mode}
     return _finish(flat, config, cli, settings)

@@ -16,10 +16,24 @@ from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.observation import check_action_mode, n_actions, obs_size
 from serverfarm_gym.envs.scenarios import load_scenario
 
-__all__ = ["FLOAT_RANGES", "INT_MINIMA", "LEAN_UNUSED", "MAX_N_ENVS", "MAX_ROLLOUT_BYTES",
-           "MAX_SEED", "RUN_FILES", "SB3_UNUSED", "check_args", "check_device", "check_numbers",
-           "check_output_dir", "check_resumable", "check_trainer", "make_output_dir",
-           "parse_net_arch"]  # fmt: skip
+__all__ = [
+    "FLOAT_RANGES",
+    "INT_MINIMA",
+    "MAX_N_ENVS",
+    "MAX_ROLLOUT_BYTES",
+    "MAX_SEED",
+    "PPO_UNUSED",
+    "RUN_FILES",
+    "SB3_UNUSED",
+    "check_args",
+    "check_device",
+    "check_numbers",
+    "check_output_dir",
+    "check_resumable",
+    "check_trainer",
+    "make_output_dir",
+    "parse_net_arch",
+]  # fmt: skip
 
 #: the largest --seed: the final and confirmation evaluations draw 3,000,000 + 1000 x seed
 #: (+ replications), and SB3 seeds numpy's legacy generator with seed + timesteps, both < 2**32
@@ -74,7 +88,7 @@ def check_numbers(a: Any, config: FarmConfig | None = None) -> None:
     if a.n_envs > MAX_N_ENVS:
         raise ValueError(f"--n-envs: at most {MAX_N_ENVS:,} parallel envs, got {a.n_envs:,}")
     config = config if config is not None else load_scenario(a.scenario)
-    mode = "group" if a.trainer == "lean" and a.server_network == "tied" else a.action_mode
+    mode = "group" if a.trainer == "ppo" and a.server_network == "tied" else a.action_mode
     per_step = 4 * obs_size(config, mode) + n_actions(config, mode) + 64
     need = a.n_steps * a.n_envs * per_step
     if need > MAX_ROLLOUT_BYTES:
@@ -88,13 +102,13 @@ def check_numbers(a: Any, config: FarmConfig | None = None) -> None:
 #: options of the sb3 trainer only, with the value that means "not used"
 SB3_UNUSED = {"vec_env": "dummy", "reward": "env", "normalize_reward": False, "episode_steps": 0,
               "target_kl": 0.0}  # fmt: skip
-#: options of the lean trainer only, at what an sb3 run is (a random start, discounted, one
+#: options of the PPO trainer only, at what an sb3 run is (a random start, discounted, one
 #: output per server); the first four are refused at any other value, ``pas_confidence`` is
 #: ignored and a ``train_scale`` above 1 refused by its own check
-LEAN_UNUSED = {"init": "random", "advantage": "discounted", "server_network": "mlp",
-               "objective": "energy", "pas_confidence": 0.2, "train_scale": 1,
-               "slo_step": -1.0}  # fmt: skip
-_LEAN_REFUSED = ("init", "advantage", "server_network", "objective", "slo_step")
+PPO_UNUSED = {"init": "random", "advantage": "discounted", "server_network": "mlp",
+              "objective": "energy", "pas_confidence": 0.2, "train_scale": 1,
+              "slo_step": -1.0}  # fmt: skip
+_PPO_REFUSED = ("init", "advantage", "server_network", "objective", "slo_step")
 #: the choices of the string options
 CHOICES = {
     "server_network": ("tied", "mlp"), "objective": ("energy", "cost"),
@@ -105,8 +119,8 @@ CHOICES = {
 
 
 def check_trainer(trainer: str) -> str:
-    if trainer not in ("lean", "sb3"):
-        raise ValueError(f"--trainer: choose 'lean' or 'sb3', got {trainer!r}")
+    if trainer not in ("ppo", "sb3"):
+        raise ValueError(f"--trainer: choose 'ppo' or 'sb3', got {trainer!r}")
     return trainer
 
 
@@ -137,10 +151,10 @@ def _check_choices(a: Any) -> None:
             raise ValueError(f"--{name.replace('_', '-')}: choose {_quoted(choices)}, got {v!r}")
     if a.train_scale < 1:
         raise ValueError(f"--train-scale: must be >= 1 (1: the farm itself), got {a.train_scale}")
-    if a.train_scale > 1 and (a.trainer != "lean" or a.action_mode != "group"):
+    if a.train_scale > 1 and (a.trainer != "ppo" or a.action_mode != "group"):
         raise ValueError(
-            f"--train-scale {a.train_scale}: only a group-action network of the lean trainer "
-            "fits every size of a farm; use --action-mode group (and --trainer lean), or "
+            f"--train-scale {a.train_scale}: only a group-action network of the PPO trainer "
+            "fits every size of a farm; use --action-mode group (and --trainer ppo), or "
             "--train-scale 1"
         )
     if a.init not in INITS:
@@ -161,23 +175,23 @@ def _check_choices(a: Any) -> None:
 def _check_route(a: Any) -> None:
     """Options the chosen trainer does not have are refused, not ignored."""
     if a.trainer == "sb3":
-        for k in _LEAN_REFUSED:
-            if getattr(a, k) != LEAN_UNUSED[k]:
+        for k in _PPO_REFUSED:
+            if getattr(a, k) != PPO_UNUSED[k]:
                 raise ValueError(
-                    f"--{k.replace('_', '-')} {getattr(a, k)}: an option of the lean trainer "
+                    f"--{k.replace('_', '-')} {getattr(a, k)}: an option of the PPO trainer "
                     "(MaskablePPO starts from a random policy, discounted, one output per "
-                    "server): drop it or use --trainer lean"
+                    "server): drop it or use --trainer ppo"
                 )
         return
     for k, unused in SB3_UNUSED.items():
         if getattr(a, k) != unused:
             raise ValueError(
-                f"--{k.replace('_', '-')}: an option of --trainer sb3 only (the lean trainer "
+                f"--{k.replace('_', '-')}: an option of --trainer sb3 only (the PPO trainer "
                 f"has no {k}); drop it or add --trainer sb3"
             )
     if a.device not in ("cpu", "auto"):
         raise ValueError(
-            f"--device {a.device}: the lean trainer trains on the CPU (its 64x64 MLPs are "
+            f"--device {a.device}: the PPO trainer trains on the CPU (its 64x64 MLPs are "
             "fastest on one core, docs/training.md); use --device cpu, or --trainer sb3"
         )
 

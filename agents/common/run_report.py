@@ -244,7 +244,7 @@ def format_report(s: dict[str, Any]) -> str:
     lines.append(_gap_line(s, "PPO" if ppo_kept else "start", slo is not None))
     if s.get("learning"):
         lines += describe_learning(s["learning"])
-    if s.get("verdict"):  # the lean trainer's paired comparison (exact, or on fresh seeds)
+    if s.get("verdict"):  # the PPO trainer's paired comparison (exact, or on fresh seeds)
         kept = "PPO (best model)" if ppo_kept else f"the start ({label})"
         vs = "PAS" if slo is None else "PAS (argmax, no SLO)"
         lines.append(f"  verdict: {kept} vs {vs} {s['verdict']}")
@@ -261,7 +261,7 @@ def check_against_start(s: dict[str, Any], final_too: bool = False) -> list[str]
     """What is wrong with a run's result against its start (empty: nothing): the kept model
     below the start (exact: by more than the exact comparison's tolerance; simulated: the
     paired 95% interval below 0), and with ``final_too`` the final model below the start.
-    A lean run's summary only (it records its start). A run trained to an SLO is checked on
+    A PPO run's summary only (it records its start). A run trained to an SLO is checked on
     its SLO block (:func:`check_slo`): its selection is on the sampling policies, so its
     deterministic policy may legitimately be below the start's."""
     if s.get("slo") is not None:

@@ -1,6 +1,6 @@
-"""The lean masked PPO: the algorithm (``serverfarm_gym.agents.ppo.algorithm``), a trained model behind the
+"""The masked PPO: the algorithm (``serverfarm_gym.agents.ppo.ppo``), a trained model behind the
 common ``predict`` interface (:class:`PPOAgent`, ``serverfarm_gym.agents.ppo.agent``) and ``train.py``'s default
-training loop (``serverfarm_gym.agents.ppo.train``). Importing this package does not import torch."""
+run (``serverfarm_gym.agents.ppo.run``). Importing this package does not import torch."""
 
 from serverfarm_gym.agents.ppo.agent import (
     MASKED_LOGIT,

@@ -225,7 +225,7 @@ def model_predictor(model: Any) -> Predictor:
     return predict
 
 
-#: the logit of a masked action (also serverfarm_gym.agents.ppo.algorithm.masked_logits): finite, so gradients stay finite
+#: the logit of a masked action (also serverfarm_gym.agents.ppo.losses.masked_logits): finite, so gradients stay finite
 MASKED_LOGIT = -1e8
 
 

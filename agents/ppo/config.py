@@ -1,16 +1,20 @@
-"""Settings of the lean masked PPO (:class:`LeanPPOConfig`), the farm-derived discount
+"""Settings of the masked PPO (:class:`PPOConfig`), the farm-derived discount
 (:func:`auto_gamma`) and the farm-dependent settings of :func:`recommended`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
-__all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "LeanPPOConfig", "auto_gamma", "recommended"]
+if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
+    from serverfarm_gym.agents.common.run_args import PPOArgs
+
+__all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "PPOConfig", "auto_gamma", "network_mode",
+           "ppo_config", "recommended"]  # fmt: skip
 
 
 #: farms with more decision epochs per mean job duration than this count as "large" in
@@ -28,11 +32,11 @@ def auto_gamma(config: FarmConfig, horizon_durations: float = 4.0) -> float:
 
 
 def recommended(config: FarmConfig) -> dict[str, Any]:
-    """Farm-dependent :class:`LeanPPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
+    """Farm-dependent :class:`PPOConfig` settings (BENCHMARKS.md, "Learned efficiency"),
     from one feature: ``E = epochs_per_duration(config)``, decisions per mean job duration
     (about the number of busy servers: it sets how much of the reward after a decision is
     other servers' noise). Small farms learn from a random start; use a PAS clone
-    (:meth:`LeanPPO.clone_pas`) first on large ones.
+    (:meth:`PPO.clone_pas`) first on large ones.
 
     * small farms (E <= 30): the average-reward advantage (``advantage="average"``: the
       average of ``W - eta P`` per decision, Dinkelbach's criterion, whose best policy is the
@@ -67,8 +71,8 @@ def recommended(config: FarmConfig) -> dict[str, Any]:
 
 
 @dataclass
-class LeanPPOConfig:
-    """Settings of :class:`LeanPPO` (the names of ``train.Args`` where they coincide)."""
+class PPOConfig:
+    """Settings of :class:`PPO` (the names of ``train.Args`` where they coincide)."""
 
     n_envs: int = 64
     n_steps: int = 256
@@ -105,7 +109,7 @@ class LeanPPOConfig:
     anchor_smoothing: float = 0.2  # the label smoothing of that anchor
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def check(self) -> LeanPPOConfig:
+    def check(self) -> PPOConfig:
         for name in (
             "n_envs",
             "n_steps",
@@ -160,3 +164,31 @@ class LeanPPOConfig:
 # ---------------------------------------------------------------------------------------------
 # the math (pure functions: tested against hand-computed values)
 # ---------------------------------------------------------------------------------------------
+
+
+def network_mode(a: PPOArgs) -> str:
+    """The encoding the network trains in: server actions with ``server_network="tied"`` train
+    a (group, level) network, which acts on servers through ``serverfarm_gym.envs.symmetry.GroupView`` (the
+    trajectories are the same step for step, and an optimal policy can be taken symmetric over
+    exchangeable servers); otherwise the action mode itself."""
+    tied = a.action_mode == "server" and a.server_network == "tied"
+    return "group" if tied else a.action_mode
+
+
+def ppo_config(a: PPOArgs, seed: int | None = None) -> PPOConfig:
+    """The ``PPOConfig`` of train.py's resolved arguments ``a`` (its ``action_mode`` is the
+    network's, :func:`network_mode`)."""
+    eta: str | float = "running" if a.reward_eta == "running" else float(a.reward_eta)
+    return PPOConfig(
+        n_envs=a.n_envs, n_steps=a.n_steps, batch_size=a.batch_size, n_epochs=a.n_epochs,
+        learning_rate=a.learning_rate, lr_schedule=a.lr_schedule, advantage=a.advantage,
+        gamma=a.gamma, gae_lambda=a.gae_lambda, clip_range=a.clip_range, ent_coef=a.ent_coef,
+        vf_coef=a.vf_coef, max_grad_norm=a.max_grad_norm,
+        net_arch=tuple(int(x) for x in str(a.net_arch).split(",") if x.strip()),
+        activation=a.activation, torch_threads=a.torch_threads,
+        seed=a.seed if seed is None else seed, action_mode=network_mode(a), reward_eta=eta,
+        eta_tau=a.eta_tau,
+        # a twin's envs warm up for 50 of its own durations; a.warmup_epochs is the farm's
+        warmup_epochs=-1 if a.train_scale > 1 else a.warmup_epochs,
+        objective=a.objective,
+    )  # fmt: skip

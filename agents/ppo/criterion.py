@@ -1,4 +1,4 @@
-"""The lean trainer's criterion, optimised exactly over every deterministic policy of a small farm.
+"""The PPO trainer's criterion, optimised exactly over every deterministic policy of a small farm.
 
 The trainer sees the farm at its decision epochs (the arrivals that have a vacancy); a step's
 reward is the integral of ``W - eta P`` to the next decision (``serverfarm_gym.envs.server_farm``, "Rewards").

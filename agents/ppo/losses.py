@@ -1,4 +1,4 @@
-"""The losses of the lean masked PPO: GAE (discounted or average-reward), masked logits, PPO's
+"""The losses of the masked PPO: GAE (discounted or average-reward), masked logits, PPO's
 clipped surrogate with value and entropy terms, and the behaviour-cloning loss."""
 
 from __future__ import annotations

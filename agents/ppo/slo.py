@@ -1,13 +1,13 @@
-"""Training the lean PPO to a mean-response-time SLO (``slo: {mean_response_time: D}``).
+"""Training the PPO to a mean-response-time SLO (``slo: {mean_response_time: D}``).
 
-Three parts, used by :func:`serverfarm_gym.agents.ppo.train.train_lean` when the farm has an SLO:
+Three parts, used by :func:`serverfarm_gym.agents.ppo.run.train_ppo` when the farm has an SLO:
 
 * **The Lagrangian reward with dual ascent** (:class:`DualAscent`): the env's reward is
   ``(W - eta P - beta N) dt`` (``serverfarm_gym.envs.slo``); beta starts at the exact LP's dual price of the
   SLO row, in the reward's units (:func:`lp_multiplier`), where the aggregated chain is solved,
   else at 1/D; between rollouts it moves by projected dual ascent on the rollout's own mean
   response time (``serverfarm_gym.envs.slo.update_multiplier``), measured by Little's law over the rollout
-  (``ServerFarmVectorEnv.job_area`` over the jobs accepted, ``LeanPPO.collect``). Step size
+  (``ServerFarmVectorEnv.job_area`` over the jobs accepted, ``PPO.collect``). Step size
   (``--slo-step``): by default 1/D, so a rollout 10% above D raises beta by 0.1/D.
 * **Measuring the sampling policy** (:func:`measure_slo`): under a binding SLO the optimum
   randomises, so the model is the network's *sampling* policy, not its argmax. Exactly on the
@@ -235,7 +235,7 @@ def slo_teacher(
 
 @dataclass
 class SLORun:
-    """The SLO part of a lean run's state: the chain it is measured on (None: simulated), the
+    """The SLO part of a PPO run's state: the chain it is measured on (None: simulated), the
     dual ascent (set once the trainer's envs exist) and the constrained selection."""
 
     space: AggregatedSpace | None

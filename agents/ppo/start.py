@@ -1,28 +1,78 @@
-"""The start of a lean run and its reference points: the teacher of ``--init best-priority`` on a
-simulated farm (:func:`strongest_start`), the references of the report (:func:`run_references`),
-the provenance of the kept model (:func:`provenance`)."""
+"""The start of a PPO run (``serverfarm_gym.agents.ppo.run``): the teacher that ``--init`` clones
+(:func:`strongest_start` on a simulated farm), the clone (:func:`clone_start`, by
+``PPO.clone_pas``) and the softening of its logits (:func:`soften`)."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
-from serverfarm_gym.agents.ppo.trainer import LeanTrainer
+import torch
+
+from serverfarm_gym.agents.ppo import slo as slo_training
+from serverfarm_gym.agents.ppo.losses import masked_logits
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.baselines.best_priority import BestPriorityPolicy
 from serverfarm_gym.baselines.priority import PriorityPolicy
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig
-from serverfarm_gym.evaluation.efficiency import Estimate, References
 from serverfarm_gym.evaluation.paired import PairedEvaluator, compare
-from serverfarm_gym.evaluation.references import reference_values
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
-    from serverfarm_gym.agents.common.run_args import LeanArgs
+    from serverfarm_gym.agents.common.run_args import PPOArgs
 
-__all__ = ["plain_estimate", "provenance", "run_references", "strongest_start"]
+__all__ = ["clone_start", "soften", "strongest_start"]
+
+
+def clone_start(
+    trainer: PPO,
+    a: PPOArgs,
+    config: FarmConfig,
+    slo: slo_training.SLORun | None,
+    exact: bool,
+    evaluator: PairedEvaluator,
+) -> str:
+    """Fit ``trainer`` to the teacher of ``--init`` (``a.init``, not ``random``): on a farm with
+    an SLO a start that meets it, on a simulated farm with ``best-priority`` the stronger of
+    the searched table and PAS (:func:`strongest_start`), else the policy named; the clone's
+    logits then softened (:func:`soften`) unless the teacher is randomised. Returns the
+    teacher's name (the run's ``started_from``)."""
+    t0 = time.process_time()
+    if slo is not None:  # a start that meets the SLO (PAS misses it)
+        teacher, note = slo_training.slo_teacher(trainer, slo.space, a.seed, a.init)
+        if note:
+            print(note)
+    elif a.init == "best-priority" and not exact:  # the stronger of it and PAS
+        teacher, line = strongest_start(a, config, trainer, evaluator)
+        print(line)
+    else:  # PAS, or a searched / pretrained policy
+        teacher = trainer.teacher(a.init)
+    # a few thousand decisions per env cover the states the teacher visits; on a
+    # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
+    # interval: a clone fitted on part of the cycle imitates the teacher only there)
+    clone_steps = 16_384
+    if trainer.config.is_time_varying:
+        clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
+    # a randomised teacher is cloned by its action probabilities: no label smoothing, no
+    # softening (either would change the probabilities, so the E[T] of the start)
+    clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
+                              teacher=teacher,
+                              smoothing=0.0 if slo is not None else None)  # fmt: skip
+    soft = "its probabilities kept (a randomised teacher)"
+    if slo is None:
+        scale = soften(trainer, a.pas_confidence, teacher=teacher)
+        soft = (f"logits scaled by {scale:.3g}: its action sampled {a.pas_confidence:g} of "
+                "the way from uniform to certain")  # fmt: skip
+    started_from = str(getattr(teacher, "name", a.init))
+    print(f"init: {started_from} clone, accuracy {clone['accuracy']:.4f} on "
+          f"{clone['samples']:,} decisions; {soft} "
+          f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
+    return started_from
 
 
 def strongest_start(
-    a: LeanArgs, config: FarmConfig, trainer: LeanTrainer, evaluator: PairedEvaluator
+    a: PPOArgs, config: FarmConfig, trainer: PPO, evaluator: PairedEvaluator
 ) -> tuple[Any, str]:
     """(teacher, line): the policy to clone on a simulated farm with ``init="best-priority"``:
     the searched table, PAS, or (cost objective) price-aware PAS, whichever measures best on
@@ -60,50 +110,44 @@ def strongest_start(
     )
 
 
-def run_references(config: FarmConfig, pas: Estimate, objective: str) -> References:
-    if objective != "energy":  # the optimum and the bound are of jobs per unit energy
-        why = f"not computed for the {objective} objective (they are of jobs per unit energy)"
-        return References(pas, None, why, None, why)
-    refs = reference_values(config, compute_optimum=True)
-    opt, bound = refs["optimum"], refs["upper_bound"]
-    return References(
-        pas,
-        None if opt is None else float(opt["efficiency"]),
-        f"not computable ({refs['optimum_reason']})" if opt is None else f"exact ({opt['source']})",
-        None if bound is None else float(bound["efficiency"]),
-        bound["source"] if bound is not None else f"not computable: {refs['upper_bound_reason']}",
-    )
+@torch.no_grad()
+def soften(trainer: PPO, confidence: float, n_steps: int = 64, teacher: Any = "pas") -> float:
+    """Scale ``trainer``'s policy head (weights and bias, i.e. the logits) so that on states
+    visited by ``teacher`` (PAS by default, or the policy it was cloned from: ``PPO.teacher``)
+    the sampling policy's probability of its argmax is, on average, ``confidence`` of
+    the way from uniform (over the allowed actions) to certain: the mean of ``(p - 1/n) /
+    (1 - 1/n)`` over states with ``n >= 2`` allowed actions. Returns the scale (1: already
+    at or below ``confidence``).
 
+    Why: the behaviour-cloned policy is nearly deterministic, so PPO samples little else
+    and barely moves it (BENCHMARKS.md). Scaling the logits keeps every argmax, so the
+    deterministic policy, and its efficiency, stay exactly the clone's, while the
+    sampling policy explores the other actions. Normalising per state makes the setting
+    mean the same on farms with 2 or 20 allowed actions (a mean probability of 0.4 cannot
+    be reached in states with two actions, and drove tiny's scale to 0.013, where the
+    trunk got too little gradient to learn)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"pas_confidence: must be in (0, 1), got {confidence}")
+    obs, masks_np, _ = trainer.teacher_states(teacher, n_steps)
+    masks = torch.from_numpy(masks_np)
+    keep = masks.sum(-1) >= 2
+    if not bool(keep.any()):
+        return 1.0
+    logits, _ = trainer.forward(torch.from_numpy(obs)[keep])
+    masks = masks[keep]
+    uniform = 1.0 / masks.sum(-1).float()
 
-def plain_estimate(est: Estimate) -> Estimate:
-    return Estimate(est.efficiency, est.ci95, est.method, est.epochs, est.replications)
+    def certainty(scale: float) -> float:
+        p = torch.softmax(masked_logits(logits * scale, masks), -1).max(-1).values
+        return float(((p - uniform) / (1.0 - uniform)).mean())
 
-
-def provenance(
-    started_from: str | None,
-    history: list[dict[str, Any]],
-    confirmation: dict[str, Any] | None,
-    best_steps: int,
-    est_best: Estimate,
-) -> dict[str, Any]:
-    """The summary's ``start`` (the policy PPO started from: its teacher and its value) and
-    ``ppo_change`` (what PPO's updates changed: the kept model minus the start, exact, or
-    paired on the confirmation seeds; None when the start itself is kept). Why: a kept step-0
-    model is the teacher's clone, not a PPO result, and must not be reported as one."""
-    start: dict[str, Any] = {"teacher": started_from, "timesteps": 0}
-    if best_steps == 0:  # the start is the kept model: its value is the kept model's
-        start |= {"efficiency": est_best.efficiency, "ci95": est_best.ci95,
-                  "method": est_best.method,
-                  "measured_on": "exact" if est_best.method == "exact" else "final window"}  # fmt: skip
-        return {"start": start, "kept": "start", "ppo_change": None}
-    step0 = next((h for h in history if h["timesteps"] == 0), None)
-    if est_best.method == "exact" and step0 is not None:
-        start |= {"efficiency": step0["efficiency"], "ci95": 0.0, "method": "exact",
-                  "measured_on": "exact"}  # fmt: skip
-        change = compare(est_best, Estimate(step0["efficiency"], 0.0, "exact")).as_dict()
-    elif confirmation is not None:
-        start |= confirmation["start"] | {"measured_on": "confirmation seeds"}
-        change = confirmation["kept_vs_start"]
-    else:  # a run without its start model (written before it was kept)
-        change = {"method": "not measured"}
-    return {"start": start, "kept": "ppo", "ppo_change": change}
+    if certainty(1.0) <= confidence:
+        return 1.0
+    lo, hi = 1e-4, 1.0  # certainty is increasing in the scale: bisect on a log scale
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if certainty(mid) > confidence else (mid, hi)
+    head = trainer.policy.action_net
+    head.weight.mul_(hi)
+    head.bias.mul_(hi)
+    return hi

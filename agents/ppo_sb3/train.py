@@ -2,7 +2,7 @@
 ``DummyVecEnv`` (or ``SubprocVecEnv``) of ``TrainingWrapper(ServerFarmEnv)``, with the callbacks
 of ``serverfarm_gym.agents.ppo_sb3.callbacks`` (exact or simulated evaluations, atomic checkpoints, resume, Ctrl-C).
 
-Kept as the reference implementation the lean trainer (``serverfarm_gym.agents.ppo.train``, the default) is
+Kept as the reference implementation the PPO trainer (``serverfarm_gym.agents.ppo.run``, the default) is
 measured against (BENCHMARKS.md, "Training throughput"): its per-step Python overhead limits it
 to ~1,500 steps per CPU second.
 """

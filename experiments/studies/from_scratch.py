@@ -4,8 +4,8 @@ trainer needs to reach 99% and 99.9% of the optimum, and the gap it ends at.
 
 Two trainers, each from a random start:
 
-* ``lean``: train.py's default trainer (``serverfarm_gym.agents.ppo.algorithm.LeanPPO``) with the farm-derived
-  settings train.py uses on these farms (``serverfarm_gym.agents.ppo.algorithm.recommended``, the same as
+* ``ppo``: train.py's default trainer (``serverfarm_gym.agents.ppo.ppo.PPO``) with the farm-derived
+  settings train.py uses on these farms (``serverfarm_gym.agents.ppo.config.recommended``, the same as
   ``serverfarm_gym.agents.common.farm_settings`` derives for an exact farm: 16 envs x 128 steps, minibatches of
   128, 10 epochs, the average-reward advantage without a discount);
 * ``sb3``: sb3-contrib ``MaskablePPO`` with its defaults (one env, 2,048 steps per rollout,
@@ -54,7 +54,7 @@ SCENARIOS = ("tiny", "small-1", "pas-gap", "speed-scaling")
 #: the other exact presets, run when named (``--scenarios small-2,small-3``; not suite rows)
 EXTRA_SCENARIOS = ("small-2", "small-3")
 ALL_SCENARIOS = SCENARIOS + EXTRA_SCENARIOS
-TRAINERS = ("lean", "sb3")
+TRAINERS = ("ppo", "sb3")
 THRESHOLDS = (0.99, 0.999)
 #: env steps between exact evaluations: one update of either trainer
 EVAL_EVERY = 2048
@@ -105,23 +105,24 @@ def exact_efficiency(config: Any, predictor: Callable[[], Any]) -> Callable[[], 
     return measure_now
 
 
-def lean_trainer(config: Any, seed: int, **overrides: Any) -> Any:
-    """A random-start ``LeanPPO`` with ``recommended(config)`` (``overrides`` replace its
+def ppo_trainer(config: Any, seed: int, **overrides: Any) -> Any:
+    """A random-start ``PPO`` with ``recommended(config)`` (``overrides`` replace its
     entries), checked to update every ``EVAL_EVERY`` steps."""
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO, recommended
+    from serverfarm_gym.agents.ppo.config import recommended
+    from serverfarm_gym.agents.ppo.ppo import PPO
 
     kw = recommended(config) | overrides
-    trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **kw)
+    trainer = PPO(config, action_mode=ACTION_MODE, seed=seed, **kw)
     per = trainer.cfg.n_envs * trainer.cfg.n_steps
     if per != EVAL_EVERY:  # both trainers are evaluated on the same step grid
-        raise ValueError(f"lean rollout of {per} steps, expected {EVAL_EVERY}")
+        raise ValueError(f"PPO rollout of {per} steps, expected {EVAL_EVERY}")
     return trainer
 
 
-def run_lean(config: Any, seed: int, steps: int, **overrides: Any) -> list[tuple[Any, ...]]:
-    """A random-start lean PPO run of ``steps`` env steps (``overrides``: ``LeanPPOConfig``
+def run_ppo(config: Any, seed: int, steps: int, **overrides: Any) -> list[tuple[Any, ...]]:
+    """A random-start PPO run of ``steps`` env steps (``overrides``: ``PPOConfig``
     fields replacing the derived ones); its exact learning curve."""
-    trainer = lean_trainer(config, seed, **overrides)
+    trainer = ppo_trainer(config, seed, **overrides)
     curve = Curve(exact_efficiency(config, lambda: trainer.predict_batch))
     curve.evaluate(0)
     trainer.learn(steps, callback=lambda t: curve.evaluate(t.num_timesteps))
@@ -191,7 +192,9 @@ def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
     return curve.points
 
 
-RUNNERS = {"lean": run_lean, "sb3": run_sb3}
+RUNNERS = {"ppo": run_ppo, "sb3": run_sb3}
+#: the leaderboard label of each trainer's rows
+LABELS = {"ppo": "ppo", "sb3": "ppo-sb3"}
 
 
 def cell_path(out: Path, scenario: str, trainer: str, seed: int) -> Path:
@@ -383,7 +386,7 @@ def learned_rows(
         steps = int(r["budget_steps"])
         iqm, lo, hi = r["final_efficiency"]
         rows.append({
-            "label": f"ppo-{r['trainer']} (from scratch, {r['n']} seeds, {steps:,} steps)",
+            "label": f"{LABELS[r['trainer']]} (from scratch, {r['n']} seeds, {steps:,} steps)",
             "scenario": r["scenario"], "trainer": r["trainer"], "seeds": list(r["seeds"]),
             "steps": steps, "action_mode": ACTION_MODE,
             "efficiency": {"iqm": iqm, "ci95_low": lo, "ci95_high": hi},
@@ -614,7 +617,7 @@ def parse_args(
     p.add_argument("--figure-dir", type=Path, default=None, help="also write the PNGs there")
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
     p.add_argument("--min-seeds", type=int, default=10, help="rows with fewer are not reported")
-    p.add_argument("--set", default="{}", help="JSON of LeanPPOConfig fields for the lean runs "
+    p.add_argument("--set", default="{}", help="JSON of PPOConfig fields for the PPO runs "
                    "(a variant of the derived settings: give it its own --out)")  # fmt: skip
     ns = p.parse_args(argv)
     try:
@@ -622,7 +625,7 @@ def parse_args(
     except json.JSONDecodeError as err:
         p.error(f"--set: not JSON ({err})")
     if not isinstance(ns.set, dict):
-        p.error("--set: give a JSON object of LeanPPOConfig fields")
+        p.error("--set: give a JSON object of PPOConfig fields")
     ns.scenarios, ns.trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
         ("--scenarios", ns.scenarios, scenarios + extra),
@@ -660,7 +663,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not ns.report:
         runners = dict(RUNNERS)
         if ns.set:
-            runners["lean"] = functools.partial(run_lean, **ns.set)
+            runners["ppo"] = functools.partial(run_ppo, **ns.set)
         run_grid(ns, functools.partial(run_cell, runners=runners))
     return report(ns.out, ns.figure_dir, ns.min_seeds)
 

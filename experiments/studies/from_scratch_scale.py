@@ -2,11 +2,11 @@
 farms (``paper-100``, ``large-10k``) in group actions, against PAS, best-priority and the
 relaxation bound.
 
-A run trains ``serverfarm_gym.agents.ppo.algorithm.LeanPPO`` with the settings
+A run trains ``serverfarm_gym.agents.ppo.ppo.PPO`` with the settings
 ``serverfarm_gym.agents.ppo.config.recommended`` derives for the farm, from a random network
 and *without* the anchor to PAS's decisions (``pas_anchor=0``, ``critic_warmup=0``: nothing of
 PAS enters training, so "from scratch" means what it says; ``--set`` overrides any
-``LeanPPOConfig`` field). Every ``--eval-every`` env steps the deterministic policy is measured
+``PPOConfig`` field). Every ``--eval-every`` env steps the deterministic policy is measured
 by simulation (``serverfarm_gym.evaluation.efficiency.measure``, the vector route) on the curve
 seeds (``--curve-reps`` replications of ``--curve-durations`` mean job durations after PAS's
 warm-up); PAS and best-priority are measured on the same seeds (common random numbers), so a
@@ -103,8 +103,9 @@ def decisions(predict: Any, config: Any, pas: Any, steps: int = 2_000, seed: int
 
 def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]:
     """One training run with its curve and its final measurement (see the module doc)."""
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO, numpy_predictor
+    from serverfarm_gym.agents.ppo.agent import numpy_predictor
     from serverfarm_gym.agents.ppo.config import recommended
+    from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.baselines.registry import make_policy
     from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
     from serverfarm_gym.envs.scenarios import load_scenario
@@ -115,7 +116,7 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
     final_eval = _evaluator(config, ns.final_durations, ns.final_reps, FINAL_SEED0)
     refs = {name: make_policy(name, config, ACTION_MODE) for name in ("pas", "best-priority")}
     curve_refs = {k: curve_eval(p) for k, p in refs.items()}
-    trainer = LeanPPO(config, action_mode=ACTION_MODE, seed=seed, **settings)
+    trainer = PPO(config, action_mode=ACTION_MODE, seed=seed, **settings)
     points: list[dict[str, Any]] = []
 
     def evaluate() -> None:
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--curve-reps", type=int, default=8)
     p.add_argument("--final-durations", type=float, default=400.0)
     p.add_argument("--final-reps", type=int, default=16)
-    p.add_argument("--set", default="{}", help="JSON of LeanPPOConfig fields (override)")
+    p.add_argument("--set", default="{}", help="JSON of PPOConfig fields (override)")
     p.add_argument("--out", type=Path, default=Path("results/from_scratch_scale"))
     p.add_argument("--figure-dir", type=Path, default=None)
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")

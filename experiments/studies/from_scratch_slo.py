@@ -11,9 +11,9 @@ Both trainers start from a random network and learn from the SLO's Lagrangian re
 rollout's own mean response time (``serverfarm_gym.agents.ppo.slo.DualAscent``, ``serverfarm_gym.envs.slo.update_multiplier``,
 step 1/D), as ``train.py`` trains to an SLO (without its clone):
 
-* ``lean``: ``serverfarm_gym.agents.ppo.algorithm.LeanPPO`` with ``recommended(config)`` and the discounted
+* ``ppo``: ``serverfarm_gym.agents.ppo.ppo.PPO`` with ``recommended(config)`` and the discounted
   advantage (train.py's on a farm with an SLO, ``serverfarm_gym.agents.common.farm_settings``); the rollout's E[T] is
-  the one ``LeanPPO.collect`` measures (Little's law: the time integral of N over the jobs
+  the one ``PPO.collect`` measures (Little's law: the time integral of N over the jobs
   admitted), the dual step runs after each update, before the next rollout (``train.py``'s
   callback);
 * ``sb3``: sb3-contrib ``MaskablePPO`` with its defaults on ``TrainingWrapper(ServerFarmEnv)``;
@@ -81,12 +81,12 @@ class _SLOMeasure:
         return eff, et, float(self.venv.slo_multiplier)
 
 
-def run_lean(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
-    """A random-start lean PPO run under the SLO's Lagrangian with dual ascent."""
+def run_ppo(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
+    """A random-start PPO run under the SLO's Lagrangian with dual ascent."""
     from serverfarm_gym.agents.ppo.slo import DualAscent, lp_multiplier
 
     # the discounted advantage: what train.py derives for a farm with an SLO (farm_settings)
-    trainer = fs.lean_trainer(config, seed, advantage="discounted")
+    trainer = fs.ppo_trainer(config, seed, advantage="discounted")
     meas = _SLOMeasure(config, lambda: trainer.policy, trainer.venv)
     dual = DualAscent(trainer.venv, config, -1, lp_multiplier(meas.space))
     curve = fs.Curve(meas)
@@ -124,7 +124,7 @@ def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
     return curve.points
 
 
-RUNNERS = {"lean": run_lean, "sb3": run_sb3}
+RUNNERS = {"ppo": run_ppo, "sb3": run_sb3}
 
 
 def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Lean masked PPO (``serverfarm_gym.agents.ppo.algorithm``): which criterion learns better per step, what PAS
+"""Masked PPO (``serverfarm_gym.agents.ppo.ppo``): which criterion learns better per step, what PAS
 initialisation buys, and what the fast defaults reach on paper-100.
 
 ``criteria``: on small farms with an exact evaluation (tiny in server actions, pas-gap in group
@@ -7,14 +7,14 @@ of 4 mean job durations) against the average-reward (differential, no discount) 
 several seeds each, the deterministic policy's exact efficiency (CTMC) after every update. Also
 the starting efficiency of a random policy and of one cloned from PAS.
 
-``grid``: every point of a JSON grid of ``LeanPPOConfig`` fields (over ``SMALL_BASE``) on
+``grid``: every point of a JSON grid of ``PPOConfig`` fields (over ``SMALL_BASE``) on
 exactly solved farms (presets, or ``rand-SEED`` for ``serverfarm_gym.envs.random_farm(SEED)``), random start or
 PAS clone, the exact efficiency after every update (share of PAS's gap to the optimum closed).
 
 ``large``: a simulated farm (paper-100, large-10k): the best policy is selected during training
 on its own seeds, then the final and the best policy are measured against PAS on other seeds with
 common random numbers (the paired gap's interval), and the share of PAS's gap to the relaxation
-bound closed. ``--set`` overrides any ``LeanPPOConfig`` field.
+bound closed. ``--set`` overrides any ``PPOConfig`` field.
 
     python -m experiments.studies.lean_ppo_study criteria
     python -m experiments.studies.lean_ppo_study grid --scenarios pas-gap:group --init pas \
@@ -53,7 +53,7 @@ def _exact(trainer: Any) -> float:
 
 
 def criteria(ns: argparse.Namespace) -> dict[str, Any]:
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+    from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.envs.scenarios import load_scenario
     from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
@@ -72,7 +72,7 @@ def criteria(ns: argparse.Namespace) -> dict[str, Any]:
                     kw = {"n_envs": 16, "n_steps": 128, "batch_size": 512, "n_epochs": 4,
                           # the settings of its BENCHMARKS.md table (defaults before 2026-12-02)
                           "horizon_durations": 4.0, "clone_smoothing": 0.0}  # fmt: skip
-                    t = LeanPPO(config, action_mode=mode, advantage=adv, seed=seed, **kw)
+                    t = PPO(config, action_mode=mode, advantage=adv, seed=seed, **kw)
                     start = {"random": _exact(t)}
                     if init == "pas":
                         t.clone_pas(n_steps=256)
@@ -110,11 +110,11 @@ def _grid_points(grid: str) -> list[dict[str, Any]]:
 
 
 def grid(ns: argparse.Namespace) -> dict[str, Any]:
-    """Every point of ``--grid`` (LeanPPOConfig fields over SMALL_BASE) on every exactly
+    """Every point of ``--grid`` (PPOConfig fields over SMALL_BASE) on every exactly
     solvable ``scenario:mode``, ``--seeds`` seeds, ``--init`` random or a PAS clone; the exact
     efficiency of the deterministic policy after every update, and the share of PAS's gap to
     the optimum closed (final, best, mean of the last quarter)."""
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+    from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.envs.scenarios import load_scenario, random_farm
     from serverfarm_gym.evaluation.efficiency import pas_efficiency
     from serverfarm_gym.evaluation.references import optimum_solution
@@ -134,7 +134,7 @@ def grid(ns: argparse.Namespace) -> dict[str, Any]:
         for point in _grid_points(ns.grid):
             for seed in range(ns.seed0, ns.seed0 + ns.seeds):
                 kw = SMALL_BASE | point
-                t = LeanPPO(config, action_mode=mode, seed=seed, **kw)
+                t = PPO(config, action_mode=mode, seed=seed, **kw)
                 c0 = time.process_time()
                 clone = t.clone_pas(n_steps=ns.clone_steps) if ns.init == "pas" else {}
                 start = _exact(t)
@@ -171,7 +171,8 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     paired gap. Also the share of PAS's gap to the relaxation bound closed."""
     import copy
 
-    from serverfarm_gym.agents.ppo.algorithm import LeanPPO, numpy_predictor
+    from serverfarm_gym.agents.ppo.agent import numpy_predictor
+    from serverfarm_gym.agents.ppo.ppo import PPO
     from serverfarm_gym.baselines.registry import make_policy
     from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
     from serverfarm_gym.envs.scenarios import load_scenario
@@ -182,7 +183,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     mode = "group"
     kw = {"n_envs": 64, "n_steps": 256, "batch_size": ns.batch_size, "n_epochs": ns.n_epochs}
     kw |= json.loads(ns.set)
-    t = LeanPPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
+    t = PPO(config, action_mode=mode, advantage=ns.advantage, seed=ns.seed, **kw)
     sel = {"window": Window.for_farm(config, ns.eval_epochs, pas_warmup=True), "action_mode": mode,
            "seeds": consecutive_seeds(8_000_000, ns.select_reps), "method": "vector"}  # fmt: skip
     fin_ev = {"window": Window.for_farm(config, ns.final_epochs, pas_warmup=True),
@@ -198,7 +199,7 @@ def large(ns: argparse.Namespace) -> dict[str, Any]:
     best = {"eff": -1.0, "state": None, "timesteps": 0}
     curve: list[tuple[int, float]] = []
 
-    def select(tr: LeanPPO) -> None:
+    def select(tr: PPO) -> None:
         if len(tr.history) % ns.eval_every:
             return
         e = measure(numpy_predictor(tr.policy), config, **sel).efficiency
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     g.add_argument("--final-reps", type=int, default=64)
     g.add_argument("--batch-size", type=int, default=4096)
     g.add_argument("--n-epochs", type=int, default=4)
-    g.add_argument("--set", default="{}", help="JSON of LeanPPOConfig fields (override)")
+    g.add_argument("--set", default="{}", help="JSON of PPOConfig fields (override)")
     r = sub.add_parser("grid")
     r.add_argument("--scenarios", default="pas-gap:group,tiny:server")
     r.add_argument("--grid", default="{}", help='JSON {"field": [values]} over SMALL_BASE')

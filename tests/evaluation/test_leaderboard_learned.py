@@ -25,7 +25,7 @@ SUITE = {
         {"name": "pas-gap", "farm": "pas-gap", "reference": "optimum", "seed": 22},
     ],
 }
-LABEL = "ppo-lean (from scratch, 3 seeds, 2,048 steps)"
+LABEL = "ppo (from scratch, 3 seeds, 2,048 steps)"
 ROWS = {
     "schema": LEARNED_SCHEMA,
     "suite": "test-learned",

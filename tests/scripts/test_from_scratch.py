@@ -37,18 +37,18 @@ def test_a_rerun_skips_finished_cells_and_reports_full_rows(tmp_path, monkeypatc
         calls.append(seed)
         return [(0, 0.0, 0.30), (2048, 0.5, 0.3289)]
 
-    monkeypatch.setitem(fs.RUNNERS, "lean", fake)
+    monkeypatch.setitem(fs.RUNNERS, "ppo", fake)
     monkeypatch.setitem(fs.RUNNERS, "sb3", fake)
-    argv = ["--scenarios", "tiny", "--trainers", "lean", "--seeds", "3", "--steps", "2048",
+    argv = ["--scenarios", "tiny", "--trainers", "ppo", "--seeds", "3", "--steps", "2048",
             "--out", str(tmp_path), "--min-seeds", "3"]  # fmt: skip
     agg = fs.main(argv)
     assert calls == [0, 1, 2] and agg["rows"][0]["n"] == 3
-    assert json.loads(fs.cell_path(tmp_path, "tiny", "lean", 1).read_text())["seed"] == 1
+    assert json.loads(fs.cell_path(tmp_path, "tiny", "ppo", 1).read_text())["seed"] == 1
     fs.main([*argv[:-2], "--min-seeds", "3", "--seeds", "4"])  # one more seed: only it runs
     assert calls == [0, 1, 2, 3]
     fs.main([*argv[:3], "sb3", "--seeds", "2", *argv[6:-2], "--min-seeds", "2"])
     agg = fs.main([*argv[:-1], "4", "--report"])
-    assert [(r["trainer"], r["n"]) for r in agg["rows"]] == [("lean", 4)]
+    assert [(r["trainer"], r["n"]) for r in agg["rows"]] == [("ppo", 4)]
     assert "not reported (fewer than 4 seeds): tiny/sb3 (2 seeds)" in capsys.readouterr().out
 
 
@@ -61,14 +61,14 @@ def test_the_rows_file_is_what_the_suite_leaderboard_takes(tmp_path, monkeypatch
     def fake(config, seed, steps):
         return [(0, 0.0, 0.30), (2048, 0.5, next(finals))]
 
-    monkeypatch.setitem(fs.RUNNERS, "lean", fake)
-    argv = ["--scenarios", "tiny", "--trainers", "lean", "--seeds", "3", "--steps", "2048",
+    monkeypatch.setitem(fs.RUNNERS, "ppo", fake)
+    argv = ["--scenarios", "tiny", "--trainers", "ppo", "--seeds", "3", "--steps", "2048",
             "--out", str(tmp_path), "--min-seeds", "3"]  # fmt: skip
     fs.main(argv)
     data = json.loads((tmp_path / fs.ROWS_FILE).read_text())
     assert (data["schema"], data["suite"]) == (fs.ROWS_SCHEMA, "core")
     (row,) = load_learned_rows([tmp_path / fs.ROWS_FILE], load_suite("core"))
-    assert row["label"] == "ppo-lean (from scratch, 3 seeds, 2,048 steps)"
+    assert row["label"] == "ppo (from scratch, 3 seeds, 2,048 steps)"
     assert (row["scenario"], row["seeds"], row["steps"]) == ("tiny", [0, 1, 2], 2048)
     iqm, lo, hi = row["efficiency"]
     # three seeds: the IQM (rliable) of 0.325, 0.327, 0.3289 weights the middle one fully

@@ -46,7 +46,7 @@ def few_resamples(monkeypatch):
 
 def test_the_kept_policys_gap_is_over_the_runs_that_met_the_slo(few_resamples) -> None:
     def cell(seed, eff, et):
-        return {"scenario": "tiny-slo", "trainer": "lean", "seed": seed, "steps": 2048,
+        return {"scenario": "tiny-slo", "trainer": "ppo", "seed": seed, "steps": 2048,
                 "curve": [(0, 0.0, 0.5, 1.5, 0.1), (2048, 1.0, eff, et, 0.2)]}  # fmt: skip
 
     cells = [cell(0, 0.98, 0.9), cell(1, 0.96, 1.0), cell(2, 1.01, 1.2)]
@@ -75,13 +75,13 @@ def test_rows_file_carries_the_response_time_to_the_leaderboard(
     from serverfarm_gym.evaluation.suite import load_suite
 
     finals = [(0.3190, 0.89), (0.3200, 0.90), (0.3170, 0.88)]
-    monkeypatch.setitem(slo.RUNNERS, "lean", _fake(finals))
-    argv = ["--scenarios", "tiny-slo", "--trainers", "lean", "--seeds", "3", "--steps", "2048",
+    monkeypatch.setitem(slo.RUNNERS, "ppo", _fake(finals))
+    argv = ["--scenarios", "tiny-slo", "--trainers", "ppo", "--seeds", "3", "--steps", "2048",
             "--out", str(tmp_path), "--min-seeds", "3"]  # fmt: skip
     agg = slo.main(argv)
     (row,) = agg["rows"]
     assert (row["n"], row["met_any"], row["final_slo_met"]) == (3, 3, 3)
-    monkeypatch.setitem(slo.RUNNERS, "lean", _fake([]))  # a rerun trains nothing
+    monkeypatch.setitem(slo.RUNNERS, "ppo", _fake([]))  # a rerun trains nothing
     slo.main(argv)
     data = json.loads((tmp_path / "leaderboard_rows.json").read_text())
     assert (data["suite"], data["rows"][0]["reference"]["kind"]) == ("latency", "slo-optimum")
@@ -107,7 +107,7 @@ def test_rows_file_carries_the_response_time_to_the_leaderboard(
     ("argv", "option"),
     [
         (["--scenarios", "tiny"], "--scenarios"),
-        (["--trainers", "ppo"], "--trainers"),
+        (["--trainers", "dqn"], "--trainers"),
         (["--steps", "100"], "--steps"),
         (["--seeds", "0"], "--seeds"),
     ],
@@ -118,7 +118,7 @@ def test_bad_options_exit_2_naming_them(argv, option, capsys) -> None:
     assert e.value.code == 2 and option in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("trainer", ["lean", "sb3"])
+@pytest.mark.parametrize("trainer", ["ppo", "sb3"])
 def test_one_update_of_each_trainer_end_to_end(tmp_path, trainer) -> None:
     from serverfarm_gym.agents.ppo.slo import exact_space, lp_multiplier
     from serverfarm_gym.baselines.solvers.slo_optimum import min_response_time

@@ -199,10 +199,10 @@ def test_settings_precedence(tmp_path):
     a = train.resolve_args(["--hyperparams", str(hp), "--n-steps", "128"]).args
     assert a.n_steps == 128  # the command line beats the file
     a = train.resolve_args(["--hyperparams", "none"]).args
-    assert a.n_steps == derive_settings(load_scenario("tiny")).n_steps  # the lean trainer's
+    assert a.n_steps == derive_settings(load_scenario("tiny")).n_steps  # the PPO trainer's
     a = train.resolve_args(["--hyperparams", "none", "--trainer", "sb3"]).args
     assert a.n_steps == train.Sb3Args.n_steps  # the sb3 trainer's own default
-    # the sb3 trainer reads its own entries, not the lean trainer's
+    # the sb3 trainer reads its own entries, not the PPO trainer's
     hp.write_text("default: {n_steps: 32}\nsb3: {n_steps: 16}\nsb3:tiny: {gamma: 0.8}\n")
     a = train.resolve_args(["--hyperparams", str(hp), "--trainer", "sb3"]).args
     assert (a.n_steps, a.gamma) == (16, 0.8)
@@ -219,10 +219,10 @@ def test_shipped_hyperparams_cover_the_presets():
     from serverfarm_gym.envs.scenarios import PRESETS
 
     data = yaml.safe_load(train.DEFAULT_HYPERPARAMS.read_text())
-    assert "sb3" in data  # the reference trainer's settings; the lean trainer derives its own
-    assert not [k for k in data if not k.startswith("sb3")], "no hand-set lean entries ship"
+    assert "sb3" in data  # the reference trainer's settings; the PPO trainer derives its own
+    assert not [k for k in data if not k.startswith("sb3")], "no hand-set PPO entries ship"
     for name in PRESETS:
-        for trainer in ("lean", "sb3"):
+        for trainer in ("ppo", "sb3"):
             a = train.resolve_args(["--scenario", name, "--trainer", trainer]).args
             assert a.total_timesteps >= 1
 

@@ -3,7 +3,7 @@ by name keeping its last finite checkpoint, one process owns a run directory, ``
 the run's identity on ``--resume``, a planted checkpoint runs no code, unusable output paths and
 a full disk are named errors, and a run interrupted in its final evaluation resumes to the end.
 
-Small runs (tiny, rollouts of 2 x 64) as in test_train_lean.py; one base run per trainer is
+Small runs (tiny, rollouts of 2 x 64) as in test_train_ppo.py; one base run per trainer is
 copied for the tests that change a run directory."""
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ job_types:
 
 
 @pytest.fixture(scope="module")
-def lean_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("lean") / "run"
+def ppo_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ppo") / "run"
     train.main([*FAST, "--output-dir", str(out), "--total-timesteps", "256"])
     return out
 
@@ -121,10 +121,10 @@ def test_a_fifo_as_a_settings_file_is_refused_without_blocking(tmp_path, capsys,
 # ---------------------------------------------------------------------------------------------
 # a diverging run stops by name; the last finite checkpoint is kept
 # ---------------------------------------------------------------------------------------------
-def test_lean_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeypatch):
-    import serverfarm_gym.agents.ppo.algorithm as lean_ppo
+def test_ppo_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeypatch):
+    import serverfarm_gym.agents.ppo.ppo as ppo_module
 
-    original, calls = lean_ppo.ppo_losses, []
+    original, calls = ppo_module.ppo_losses, []
 
     def losses(*args, **kw):
         terms = original(*args, **kw)
@@ -133,7 +133,7 @@ def test_lean_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeyp
             terms["value"] = terms["value"] * float("nan")  # also in a critic warm-up
         return terms
 
-    monkeypatch.setattr(lean_ppo, "ppo_losses", losses)
+    monkeypatch.setattr(ppo_module, "ppo_losses", losses)
     out = tmp_path / "run"
     argv = [
         *FAST,
@@ -151,9 +151,9 @@ def test_lean_training_stops_when_the_loss_becomes_nan(tmp_path, capsys, monkeyp
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256, 0]
     assert not (out / "summary.json").exists(), "no report of a diverged run"
     from serverfarm_gym.agents.ppo import PPOAgent
-    from serverfarm_gym.agents.ppo.train import LeanTrainer
+    from serverfarm_gym.agents.ppo.ppo import PPO
 
-    LeanTrainer.load(out / "checkpoints" / "ckpt_256_steps.zip")  # finite: it loads
+    PPO.load(out / "checkpoints" / "ckpt_256_steps.zip")  # finite: it loads
     PPOAgent.load(out / "best_model.zip")
 
 
@@ -215,8 +215,8 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------
 # args.json is the run's identity
 # ---------------------------------------------------------------------------------------------
-def test_resume_without_args_json_is_refused(lean_run, tmp_path, capsys):
-    run = _copy(lean_run, tmp_path)
+def test_resume_without_args_json_is_refused(ppo_run, tmp_path, capsys):
+    run = _copy(ppo_run, tmp_path)
     (run / "args.json").unlink()
     before = sorted(p.name for p in run.iterdir())
     assert exit_code(lambda: resume_run(train.main, run, 512)) == 2
@@ -274,9 +274,9 @@ def _plant(src: Path, dst: Path, marker: Path, steps: int) -> None:
         dst.with_suffix(".json").write_text(json.dumps(meta | {"timesteps": steps}))
 
 
-@pytest.mark.parametrize("trainer", ["lean", "sb3"])
-def test_resume_from_a_planted_checkpoint_runs_no_code(lean_run, sb3_run, tmp_path, trainer):
-    run = _copy(lean_run if trainer == "lean" else sb3_run, tmp_path)
+@pytest.mark.parametrize("trainer", ["ppo", "sb3"])
+def test_resume_from_a_planted_checkpoint_runs_no_code(ppo_run, sb3_run, tmp_path, trainer):
+    run = _copy(ppo_run if trainer == "ppo" else sb3_run, tmp_path)
     marker = tmp_path / "marker.txt"
     newest = list_checkpoints(run / "checkpoints")[0][0]
     _plant(newest, run / "checkpoints" / "ckpt_384_steps.zip", marker, 384)
@@ -334,15 +334,15 @@ def test_a_full_disk_is_named_and_leaves_no_temporary_file(tmp_path, capsys, mon
     assert {errno.ENOSPC: "no space left", errno.EFBIG: "file too large"}[code] in err
     assert not [p for p in out.rglob("*") if ".tmp" in p.name], "a temporary file was left"
     for path, _ in list_checkpoints(out / "checkpoints"):  # the ones before it are whole
-        from serverfarm_gym.agents.ppo.train import LeanTrainer
+        from serverfarm_gym.agents.ppo.ppo import PPO
 
-        LeanTrainer.load(path)
+        PPO.load(path)
 
 
 # ---------------------------------------------------------------------------------------------
 # interrupted in the final evaluation
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("trainer", ["lean", "sb3"])
+@pytest.mark.parametrize("trainer", ["ppo", "sb3"])
 def test_ctrl_c_in_the_final_evaluation_resumes_to_the_end(tmp_path, capsys, monkeypatch, trainer):
     """500 steps run as 512 (whole rollouts of 128): the checkpoint at 512 is above the total,
     and --resume with the run's own total finishes the report without any guess."""
@@ -350,12 +350,12 @@ def test_ctrl_c_in_the_final_evaluation_resumes_to_the_end(tmp_path, capsys, mon
     def interrupt(*args, **kw):
         raise KeyboardInterrupt
 
-    if trainer == "lean":  # the final window's evaluator
-        monkeypatch.setattr("serverfarm_gym.agents.ppo.train._final_window", interrupt)
+    if trainer == "ppo":  # the final window's evaluator
+        monkeypatch.setattr("serverfarm_gym.agents.ppo.run.final_window", interrupt)
     else:  # the best model's final load
         monkeypatch.setattr("serverfarm_gym.agents.ppo_sb3.train.PPOAgent.load", interrupt)
     out = tmp_path / "run"
-    argv = [*(FAST if trainer == "lean" else SB3), "--output-dir", str(out),
+    argv = [*(FAST if trainer == "ppo" else SB3), "--output-dir", str(out),
             "--total-timesteps", "500", "--checkpoint-freq", "256"]  # fmt: skip
     assert exit_code(lambda: train.main(argv)) == 130
     assert list_checkpoints(out / "checkpoints")[0][1] == 512

@@ -22,7 +22,7 @@ from serverfarm_gym.agents.common.artefacts import (
     read_sb3_zip,
 )
 from serverfarm_gym.agents.ppo import PPOAgent
-from serverfarm_gym.agents.ppo.algorithm import LeanPPO
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.agents.token_generalist import TokenGeneralistPolicy
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.mapping_files import FileFormatError
@@ -50,8 +50,8 @@ def _rewrite_zip(src: Path, dst: Path, replace: dict[str, bytes]) -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    """A lean checkpoint after one update (weights, Adam state, step count)."""
-    t = LeanPPO("tiny", seed=1, **SMALL)
+    """A PPO checkpoint after one update (weights, Adam state, step count)."""
+    t = PPO("tiny", seed=1, **SMALL)
     t.learn(SMALL["n_envs"] * SMALL["n_steps"])
     return t.save(tmp_path_factory.mktemp("ckpt") / "ckpt_128_steps.zip")
 
@@ -72,7 +72,7 @@ def _planted(checkpoint: Path, tmp_path: Path, marker: Path) -> Path:
 def test_a_planted_checkpoint_runs_no_code(checkpoint, tmp_path):
     marker = tmp_path / "marker.txt"
     bad = _planted(checkpoint, tmp_path, marker)
-    trainer = LeanPPO.load(bad)
+    trainer = PPO.load(bad)
     assert trainer.num_timesteps == 128
     read_sb3_zip(bad, optimizer=True)
     PPOAgent.load(bad)
@@ -93,7 +93,7 @@ def test_code_in_the_optimizer_state_is_refused(checkpoint, tmp_path):
     torch.save({"state": _WriteMarker(marker)}, buf)
     bad = _rewrite_zip(checkpoint, tmp_path / "bad.zip", {"policy.optimizer.pth": buf.getvalue()})
     with pytest.raises(ArtefactError, match=r"bad\.zip: policy\.optimizer\.pth holds something"):
-        LeanPPO.load(bad)
+        PPO.load(bad)
     assert not marker.exists()
 
 
@@ -125,7 +125,7 @@ def test_a_fifo_model_or_sidecar_is_refused_without_blocking(checkpoint, tmp_pat
     with pytest.raises(FileFormatError, match=r"m\.(zip|json): is a FIFO"):
         PPOAgent.load(model)
     with pytest.raises(FileFormatError, match="is a FIFO"):
-        LeanPPO.load(model)
+        PPO.load(model)
 
 
 @pytest.mark.parametrize(

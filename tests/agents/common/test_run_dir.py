@@ -49,7 +49,7 @@ class _Args:
     """The numeric options of train.py (serverfarm_gym.agents.common.run_args) at their defaults (check_numbers reads them by name)."""
 
     scenario: str = "tiny"
-    trainer: str = "lean"
+    trainer: str = "ppo"
     action_mode: str = "server"
     server_network: str = "tied"
     learning_rate: float = 3e-4

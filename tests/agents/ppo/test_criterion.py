@@ -85,7 +85,7 @@ def test_average_criterion_on_tiny_has_the_exact_optimum(tiny):
 def test_old_derived_discounts_rank_a_worse_policy_best_on_tiny(tiny, horizon, share):
     """The discounts derived before (a horizon of 1 mean job duration: gamma 0.6, the study's
     `recommended`; 4 durations: gamma 0.9, train.py's) rank best a policy 3.9% and 1.1% below
-    the optimum, at their own fixed point eta and at eta*: where the lean runs settled."""
+    the optimum, at their own fixed point eta and at eta*: where the PPO runs settled."""
     config, mdp, opt = tiny
     gamma = auto_gamma(config, horizon)
     for eta in (None, opt):

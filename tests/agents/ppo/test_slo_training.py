@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from serverfarm_gym.agents.ppo.algorithm import LeanPPOConfig
+from serverfarm_gym.agents.ppo.config import PPOConfig
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.agents.ppo.slo import (
     DualAscent,
     SLOEstimate,
@@ -21,7 +22,6 @@ from serverfarm_gym.agents.ppo.slo import (
     simulated_slo,
     slo_teacher,
 )
-from serverfarm_gym.agents.ppo.trainer import LeanTrainer
 from serverfarm_gym.baselines.solvers.aggregated import (
     aggregated_efficiency,
     aggregated_response_time,
@@ -33,10 +33,10 @@ D = 0.9
 FARM = load_scenario("tiny-slo")
 
 
-def _trainer(seed: int = 0, n_steps: int = 512) -> LeanTrainer:
-    cfg = LeanPPOConfig(n_envs=4, n_steps=n_steps, batch_size=256, n_epochs=1, action_mode="group",
-                        seed=seed, warmup_epochs=1000, critic_warmup=100)  # fmt: skip
-    return LeanTrainer(FARM, cfg)
+def _trainer(seed: int = 0, n_steps: int = 512) -> PPO:
+    cfg = PPOConfig(n_envs=4, n_steps=n_steps, batch_size=256, n_epochs=1, action_mode="group",
+                    seed=seed, warmup_epochs=1000, critic_warmup=100)  # fmt: skip
+    return PPO(FARM, cfg)
 
 
 def test_the_preset_carries_the_slo():

@@ -1,39 +1,34 @@
-"""A lean masked PPO (CleanRL style) that trains directly on the batched arrays of
-:class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`, and saves an sb3-contrib ``MaskablePPO`` file.
-
-Why it exists (BENCHMARKS.md, "Training throughput"): with sb3-contrib's ``MaskablePPO`` the
-Python work per collected step (``collect_rollouts``: a ``MaskableCategorical`` built per step,
-the rollout buffer's per-step copies, one info dict per env, callbacks) and per minibatch caps
-training far below what the compiled vector env delivers, even with 64 envs and large
-minibatches. Here one rollout step is one forward pass of the network for all envs plus one
-compiled vector step; an update is a few large minibatches over preallocated tensors.
+"""The masked PPO of ``train.py`` (:class:`PPO`, CleanRL style), trained directly on the batched
+arrays of :class:`~serverfarm_gym.envs.vector.ServerFarmVectorEnv`: the rollout
+(:meth:`PPO.collect`: one forward pass for all envs and one compiled vector step per step), GAE
+and the clipped losses (``serverfarm_gym.agents.ppo.losses``), the update (:meth:`PPO.update`:
+a few large minibatches over preallocated tensors), the loop (:meth:`PPO.learn`), behaviour
+cloning of a teacher (:meth:`PPO.clone_pas`) and the file (:meth:`PPO.save`, :meth:`PPO.load`).
+Its settings are :class:`~serverfarm_gym.agents.ppo.config.PPOConfig`; train.py's run around it
+is ``serverfarm_gym.agents.ppo.run``. Why not sb3-contrib's ``MaskablePPO``: its Python work per
+collected step and per minibatch caps training far below what the vector env delivers
+(BENCHMARKS.md, "Training throughput").
 
 The network *is* sb3-contrib's ``MaskableActorCriticPolicy`` (same modules, same orthogonal
-initialisation, same Adam with ``eps=1e-5``): :meth:`LeanPPO.save` writes an ordinary
+initialisation, same Adam with ``eps=1e-5``): :meth:`PPO.save` writes an ordinary
 ``MaskablePPO`` ``.zip`` plus the JSON sidecar of :func:`serverfarm_gym.agents.ppo.write_sidecar`, so
 ``serverfarm_gym.agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
 
-The algorithm is PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an
-entropy bonus, global gradient-norm clipping and a linearly decaying learning rate. Two
-advantage estimators (``advantage``):
+PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an entropy bonus, global
+gradient-norm clipping and a linearly decaying learning rate. Two advantages (``advantage``):
 
-* ``"discounted"``: the usual GAE with discount ``gamma``. ``gamma="auto"`` derives it from the
-  farm: a horizon of ``horizon_durations`` mean job durations in model time, i.e.
-  ``gamma = 1 - 1 / (horizon_durations * epochs_per_duration)`` (decision epochs are arrivals, so
-  a large farm needs a discount much closer to 1 for the same horizon).
+* ``"discounted"``: GAE with discount ``gamma``; ``gamma="auto"``: a horizon of
+  ``horizon_durations`` mean job durations in model time (``config.auto_gamma``).
 * ``"average"``: average-reward (differential) GAE without a discount: ``delta_t = r_t - rho +
-  V(s_{t+1}) - V(s_t)`` with ``rho`` the running average reward (updated once per rollout from
-  the rollout's mean reward). The env's reward ``W - eta P`` is already a Dinkelbach average
-  reward, so this is the criterion actually optimised; ``gae_lambda < 1`` keeps the variance
-  bounded.
+  V(s_{t+1}) - V(s_t)``, ``rho`` the running average reward (updated once per rollout). The
+  env's reward ``W - eta P`` is a Dinkelbach average reward, so this is the criterion
+  optimised; ``gae_lambda < 1`` keeps the variance bounded.
 
-Optionally the policy is first fitted to PAS's decisions (:meth:`LeanPPO.clone_pas`: behaviour
-cloning on states visited by PAS in the simulator), so training starts at PAS's efficiency. The
-clone is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's
-gradient through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone
-for the first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every
-rollout's states to PPO's loss (large farms, where the advantages are mostly noise).
-:func:`recommended` gives the farm-dependent settings (BENCHMARKS.md, "Learned efficiency").
+A clone of PAS's (or another teacher's) decisions starts training at its efficiency; the clone
+is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's gradient
+through a saturated softmax barely moves it. ``critic_warmup`` fits the value net alone for the
+first rollouts after it, and ``pas_anchor`` adds the smoothed clone loss on every rollout's
+states to PPO's loss (large farms, where the advantages are mostly noise).
 """
 
 from __future__ import annotations
@@ -54,18 +49,8 @@ from serverfarm_gym.agents.common.checkpoints import (
     diverged,
     save_model_atomic,
 )
-from serverfarm_gym.agents.ppo.agent import (
-    MASKED_LOGIT,
-    numpy_predictor,
-    sidecar_path,
-    write_sidecar,
-)
-from serverfarm_gym.agents.ppo.config import (
-    LARGE_FARM_EPOCHS_PER_DURATION,
-    LeanPPOConfig,
-    auto_gamma,
-    recommended,
-)
+from serverfarm_gym.agents.ppo.agent import sidecar_path, write_sidecar
+from serverfarm_gym.agents.ppo.config import PPOConfig, auto_gamma
 from serverfarm_gym.agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.config import FarmConfig, farm_from_dict
@@ -73,31 +58,25 @@ from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.envs.vector import ServerFarmVectorEnv, make_sb3_vec_env
 from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 
-__all__ = [
-    "LARGE_FARM_EPOCHS_PER_DURATION",
-    "MASKED_LOGIT",
-    "LeanPPO",
-    "LeanPPOConfig",
-    "auto_gamma",
-    "clone_loss",
-    "gae",
-    "numpy_predictor",
-    "ppo_losses",
-    "recommended",
-]
+__all__ = ["PPO", "SIDECAR_CONFIGS"]
 
 
-class LeanPPO:
+#: the sidecar's ``trainer`` tag -> its entry with the settings: :meth:`PPO.save` writes
+#: ``"ppo"``, :meth:`PPO.load` also reads files written by earlier versions (``"lean_ppo"``)
+SIDECAR_CONFIGS = {"ppo": "ppo_config", "lean_ppo": "lean_ppo_config"}
+
+
+class PPO:
     """Masked PPO on a :class:`ServerFarmVectorEnv` of ``config``.
 
     ``model`` is an sb3-contrib ``MaskablePPO`` whose ``policy`` is the network trained here
     (the object is only used for its policy and for :meth:`save`: it never collects data).
     """
 
-    def __init__(self, scenario: Any, cfg: LeanPPOConfig | None = None, **overrides: Any):
+    def __init__(self, scenario: Any, cfg: PPOConfig | None = None, **overrides: Any):
         from sb3_contrib import MaskablePPO
 
-        self.cfg = cfg = (cfg or LeanPPOConfig(**overrides)).check()
+        self.cfg = cfg = (cfg or PPOConfig(**overrides)).check()
         self.config = load_scenario(scenario) if not isinstance(scenario, FarmConfig) else scenario
         torch.set_num_threads(int(cfg.torch_threads))
         torch.manual_seed(cfg.seed)
@@ -140,6 +119,10 @@ class LeanPPO:
         self.optimizer = self.policy.optimizer
         self.num_timesteps = 0
         self.n_updates = 0  # updates done by learn() (critic_warmup counts them)
+        # the steps the linear learning-rate schedule runs over; 0: each learn() call's own.
+        # train.py's run sets its whole length, so a resumed run continues the schedule where
+        # its checkpoint left it (as SB3's reset_num_timesteps=False does)
+        self.schedule_total = 0
         self.rho = 0.0  # running average reward (advantage="average")
         self._rho_init = False
         self._obs: np.ndarray | None = None
@@ -217,7 +200,13 @@ class LeanPPO:
         }
 
     def update(self, buf: dict[str, torch.Tensor], progress_remaining: float) -> dict[str, float]:
+        """One PPO update on the rollout in ``buf``: GAE, then ``n_epochs`` passes of clipped
+        minibatch steps at the learning rate of ``progress_remaining`` (of ``schedule_total``
+        when set); returns the mean of each loss term."""
         cfg = self.cfg
+        if self.schedule_total > 0:  # the schedule of the whole run
+            done = (self.num_timesteps - cfg.n_steps * cfg.n_envs) / self.schedule_total
+            progress_remaining = min(1.0, max(0.0, 1.0 - done))
         lr = cfg.learning_rate * (progress_remaining if cfg.lr_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -258,29 +247,7 @@ class LeanPPO:
                 a = flat["adv"][idx]
                 if cfg.normalize_advantage and len(idx) > 1:
                     a = (a - a.mean()) / (a.std() + 1e-8)
-                logits, v = self.forward(flat["obs"][idx])
-                terms = ppo_losses(
-                    logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], a,
-                    flat["ret"][idx], cfg.clip_range,
-                )  # fmt: skip
-                if cfg.pas_anchor > 0:
-                    # a behaviour-cloning term on the rollout's own states: PPO's advantages on
-                    # a large farm are mostly noise (one decision among ~100 servers' events),
-                    # and normalised advantages turn that noise into unit-sized steps; the
-                    # anchor pulls the policy back to PAS except where the advantages agree
-                    terms["anchor"] = clone_loss(
-                        logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
-                    )
-                if critic_only:
-                    loss = cfg.vf_coef * terms["value"]
-                else:
-                    loss = (
-                        terms["policy"]
-                        + cfg.vf_coef * terms["value"]
-                        - cfg.ent_coef * terms["entropy"]
-                    )
-                    if cfg.pas_anchor > 0:
-                        loss = loss + cfg.pas_anchor * terms["anchor"]
+                loss, terms = self._loss(flat, idx, a, critic_only)
                 if not bool(torch.isfinite(loss)):  # stop before a step spreads it
                     raise diverged(self.num_timesteps, f"the loss is {float(loss.detach())}")
                 self.optimizer.zero_grad(set_to_none=True)
@@ -293,6 +260,34 @@ class LeanPPO:
         self.policy.set_training_mode(False)
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         return out | {"lr": lr, "rho": self.rho, "critic_only": float(critic_only)}
+
+    def _loss(
+        self, flat: dict[str, torch.Tensor], idx: torch.Tensor, adv: torch.Tensor, critic_only: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss on the minibatch ``idx`` of the rollout ``flat`` (``adv``: its advantages)
+        and its terms: the clipped surrogate, value and entropy terms (:func:`ppo_losses`) and
+        the anchor to PAS (``pas_anchor``); the value term alone in the critic warm-up."""
+        cfg = self.cfg
+        logits, v = self.forward(flat["obs"][idx])
+        terms = ppo_losses(
+            logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], adv,
+            flat["ret"][idx], cfg.clip_range,
+        )  # fmt: skip
+        if cfg.pas_anchor > 0:
+            # a behaviour-cloning term on the rollout's own states: PPO's advantages on
+            # a large farm are mostly noise (one decision among ~100 servers' events),
+            # and normalised advantages turn that noise into unit-sized steps; the
+            # anchor pulls the policy back to PAS except where the advantages agree
+            terms["anchor"] = clone_loss(
+                logits, flat["masks"][idx], flat["pas"][idx], cfg.anchor_smoothing
+            )
+        if critic_only:
+            loss = cfg.vf_coef * terms["value"]
+        else:
+            loss = terms["policy"] + cfg.vf_coef * terms["value"] - cfg.ent_coef * terms["entropy"]
+            if cfg.pas_anchor > 0:
+                loss = loss + cfg.pas_anchor * terms["anchor"]
+        return loss, terms
 
     def _buffer(self) -> dict[str, torch.Tensor]:
         T, N = self.cfg.n_steps, self.cfg.n_envs
@@ -310,8 +305,8 @@ class LeanPPO:
     def learn(
         self,
         total_timesteps: int,
-        callback: Callable[[LeanPPO], Any] | None = None,
-    ) -> LeanPPO:
+        callback: Callable[[PPO], Any] | None = None,
+    ) -> PPO:
         """Train for ``total_timesteps`` env steps (rounded up to whole rollouts);
         ``callback(self)`` runs after every update (evaluations, checkpoints)."""
         torch.set_num_threads(int(self.cfg.torch_threads))
@@ -354,21 +349,11 @@ class LeanPPO:
         smoothing = float(self.cfg.clone_smoothing if smoothing is None else smoothing)
         if not 0.0 <= smoothing < 1.0:
             raise ValueError(f"smoothing: must be in [0, 1), got {smoothing}")
-        policy = self.teacher(teacher)
-        if self._obs is None:
-            self._start()
-        obs_l, mask_l, act_l = [], [], []
-        for _ in range(n_steps):
-            m = self.venv.action_masks()
-            a, _ = policy.predict(self._obs, action_masks=m)
-            obs_l.append(self._obs)
-            mask_l.append(m)
-            act_l.append(np.asarray(a, dtype=np.int64))
-            self._obs = self.venv.step(a)[0]
-        X = torch.from_numpy(np.concatenate(obs_l))
+        obs, masks, actions = self.teacher_states(teacher, n_steps)
+        X = torch.from_numpy(obs)
         # the env's masks are int8 0/1; torch.where below takes a boolean condition
-        M = torch.from_numpy(np.concatenate(mask_l)).bool()
-        Y = torch.from_numpy(np.concatenate(act_l))
+        M = torch.from_numpy(masks).bool()
+        Y = torch.from_numpy(actions)
         opt = torch.optim.Adam(self.policy.parameters(), lr=lr)
         n = len(Y)
         for _ in range(epochs):
@@ -393,6 +378,24 @@ class LeanPPO:
         if isinstance(teacher, str):
             return make_policy(teacher, self.config, self.cfg.action_mode)
         return teacher
+
+    def teacher_states(
+        self, teacher: Any, n_steps: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(obs, masks, actions) of ``n_steps`` steps of every env with ``teacher``
+        (:meth:`teacher`) choosing the actions, where the envs' trajectories stand."""
+        policy = self.teacher(teacher)
+        if self._obs is None:
+            self._start()
+        obs_l, mask_l, act_l = [], [], []
+        for _ in range(n_steps):
+            m = self.venv.action_masks()
+            a, _ = policy.predict(self._obs, action_masks=m)
+            obs_l.append(self._obs)
+            mask_l.append(m)
+            act_l.append(np.asarray(a, dtype=np.int64))
+            self._obs = self.venv.step(a)[0]
+        return np.concatenate(obs_l), np.concatenate(mask_l), np.concatenate(act_l)
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(
@@ -422,30 +425,29 @@ class LeanPPO:
             p, config or self.config, action_mode or self.cfg.action_mode,
             network_mode=self.cfg.action_mode,
             timesteps=self.num_timesteps,
-            trainer="lean_ppo", lean_ppo_config=cfg, gamma=self.gamma, rho=self.rho,
+            trainer="ppo", ppo_config=cfg, gamma=self.gamma, rho=self.rho,
             n_updates=self.n_updates, **sidecar,
         )  # fmt: skip
         return p
 
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> LeanPPO:
+    def load(cls, path: str | Path, **overrides: Any) -> PPO:
         """Continue training from a file written by :meth:`save` (network, Adam state, step
         count and running average reward; ``overrides`` change settings, e.g. ``n_envs``). The
         envs start afresh (new PAS warm-ups), as SB3's ``MaskablePPO.load`` does. Nothing is
         unpickled (``serverfarm_gym.agents.common.artefacts.read_sb3_zip``): a planted checkpoint cannot run code."""
         p = Path(path)
         meta = read_model_sidecar(p)
-        cfg = meta.get("lean_ppo_config")
-        if meta.get("trainer") != "lean_ppo" or not isinstance(cfg, dict):
-            raise ValueError(f"path: {p} was not saved by LeanPPO.save (no lean_ppo_config)")
+        key = SIDECAR_CONFIGS.get(str(meta.get("trainer")), "")
+        cfg = meta.get(key)
+        if not key or not isinstance(cfg, dict):
+            raise ValueError(f"path: {p} was not saved by PPO.save (no ppo_config)")
         kw = dict(cfg) | overrides
         try:
             kw["net_arch"] = tuple(kw["net_arch"])
-            config = LeanPPOConfig(**kw)
+            config = PPOConfig(**kw)
         except (KeyError, TypeError) as err:
-            raise ArtefactError(
-                f"{sidecar_path(p)}: lean_ppo_config is not one of LeanPPO: {err}"
-            ) from err
+            raise ArtefactError(f"{sidecar_path(p)}: {key} is not one of PPOConfig: {err}") from err
         farm = meta.get("train_scenario") or meta["scenario"]  # a twin trains on its own farm
         trainer = cls(farm_from_dict(farm), config)
         # weights and Adam state only, no unpickling (serverfarm_gym.agents.common.artefacts)

@@ -1,17 +1,18 @@
-"""train.py's default trainer: the lean masked PPO (``serverfarm_gym.agents.ppo.algorithm``) with the run directory,
-evaluations, best-model selection, checkpoints, resume and Ctrl-C of ``train.py``.
+"""train.py's default route: one run (:func:`train_ppo`) of the masked PPO of
+``serverfarm_gym.agents.ppo.ppo``, with the run directory, evaluations, best-model selection,
+checkpoints, resume and Ctrl-C of ``train.py``. Three steps sharing a :class:`PPORun`:
 
-One job (:func:`train_lean`), in three steps sharing a :class:`LeanRun`:
-
-1. :func:`_build`: the trainer, resumed from the newest checkpoint that loads (``_resume``) or
-   new and fitted to its ``--init`` teacher (``_warm_start``: the clone, checkpointed at step 0);
+1. :func:`_build`: the trainer, resumed from the newest checkpoint that loads (``_resume``,
+   ``serverfarm_gym.agents.ppo.resume``) or new and fitted to its ``--init`` teacher
+   (``_warm_start``, ``serverfarm_gym.agents.ppo.start``: the clone, checkpointed at step 0);
 2. :func:`_learn`: rollouts and updates; the policy is evaluated at step 0, every ``eval_freq``
    steps and at the end, exactly where the per-server chain is small, else in the vector env
    with fixed seeds, paired with PAS (``serverfarm_gym.evaluation.paired``); ``best_model.zip`` is
-   replaced only by a better model (exact, or the paired 95% interval above 0);
+   replaced only by a better model (exact, or the paired 95% interval above 0); Ctrl-C saves
+   the snapshot of the latest update;
 3. :func:`_verdict`: the best and the final model measured once more, on fresh seeds, next to
-   PAS on the same seeds; the summary says whether PPO beats PAS significantly, is not
-   significantly different, or is below.
+   PAS on the same seeds (``serverfarm_gym.agents.ppo.verdict``); the summary says whether PPO
+   beats PAS significantly, is not significantly different, or is below.
 
 A farm with an SLO trains to it (``serverfarm_gym.agents.ppo.slo``): Lagrangian reward with dual ascent, a
 start that meets the SLO, and the kept model the most efficient one that meets it.
@@ -24,9 +25,9 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,24 +38,28 @@ from serverfarm_gym.agents.common.checkpoints import TrainingDiverged, read_eval
 from serverfarm_gym.agents.common.farm_settings import policy_warmup
 from serverfarm_gym.agents.common.run_dir import write_run_args
 from serverfarm_gym.agents.ppo import slo as slo_training
-from serverfarm_gym.agents.ppo.agent import PPOAgent, atomic_write_json, sidecar_path
-from serverfarm_gym.agents.ppo.algorithm import numpy_predictor
-from serverfarm_gym.agents.ppo.run_state import LeanRun
-from serverfarm_gym.agents.ppo.start import (
+from serverfarm_gym.agents.ppo.agent import (
+    PPOAgent,
+    atomic_write_json,
+    numpy_predictor,
+    sidecar_path,
+)
+from serverfarm_gym.agents.ppo.config import network_mode, ppo_config
+from serverfarm_gym.agents.ppo.ppo import PPO
+from serverfarm_gym.agents.ppo.resume import (
+    Snapshot,
+    checkpoint_path,
+    load_newest,
+    prune_checkpoints,
+)
+from serverfarm_gym.agents.ppo.start import clone_start
+from serverfarm_gym.agents.ppo.verdict import (
+    START_MODEL,
+    confirm_against_start,
+    final_window,
     plain_estimate,
     provenance,
     run_references,
-    strongest_start,
-)
-from serverfarm_gym.agents.ppo.trainer import (
-    LeanTrainer,
-    ProgressBar,
-    Snapshot,
-    checkpoint_path,
-    lean_config,
-    load_newest,
-    network_mode,
-    prune_checkpoints,
 )
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.symmetry import GroupView
@@ -72,17 +77,62 @@ from serverfarm_gym.evaluation.provenance import versions
 from serverfarm_gym.evaluation.stats import gaps
 
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
-    from serverfarm_gym.agents.common.run_args import LeanArgs
+    from serverfarm_gym.agents.common.run_args import PPOArgs
 
-__all__ = ["LeanTrainer", "lean_config", "network_mode", "train_lean"]
-
-START_MODEL = "start_model.zip"  # the clone (or random start) before PPO, kept for the confirmation
+__all__ = ["PPORun", "ProgressBar", "train_ppo"]
 
 
-def train_lean(
-    a: LeanArgs, config: FarmConfig, derived: dict[str, Any] | None = None
+@dataclass
+class PPORun:
+    """The state of one PPO run, shared by its steps (:func:`train_ppo`): what the build sets
+    up once and what learning changes (the history, the last evaluation and checkpoint)."""
+
+    a: PPOArgs  # train.py's resolved arguments
+    config: FarmConfig
+    out: Path
+    side: dict[str, Any]  # every saved model's sidecar entries
+    view: GroupView | None  # a tied network's server view (None: the network acts itself)
+    exact: bool
+    warm: int  # unmeasured policy epochs of each simulated replication
+    evaluator: PairedEvaluator
+    end: int  # the run's last step (whole rollouts)
+    trainer: PPO | None = None
+    start: int = 0  # the step the run (or this resume) starts at
+    resumed: bool = False
+    started_from: str | None = "random"
+    refs: References | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    selector: BestModelSelector | None = None
+    writer: Any = None  # the TensorBoard writer (None: off)
+    last_eval: int = -1
+    last_ckpt: int = 0
+    learn_s: float = 0.0
+    learn_cpu_s: float = 0.0
+    slo: slo_training.SLORun | None = None  # training to the farm's SLO (agents/ppo/slo.py)
+
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out / "checkpoints"
+
+    @property
+    def best_path(self) -> Path:
+        return self.out / "best_model.zip"
+
+    @property
+    def eval_log(self) -> Path:
+        return self.out / "evaluations.jsonl"
+
+    @property
+    def model(self) -> PPO:
+        if self.trainer is None:  # the build always sets one
+            raise RuntimeError("the run has no trainer yet")
+        return self.trainer
+
+
+def train_ppo(
+    a: PPOArgs, config: FarmConfig, derived: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Run (or resume, ``a.resume``) one lean training job described by train.py's resolved
+    """Run (or resume, ``a.resume``) one PPO training job described by train.py's resolved
     arguments ``a`` (build, learn with evaluation, verdict: the module doc); returns the summary
     written to ``summary.json``, which stores ``derived`` (the derived settings, their reasons).
 
@@ -95,7 +145,7 @@ def train_lean(
     return _verdict(run, derived)
 
 
-def _build(a: LeanArgs, config: FarmConfig) -> LeanRun:
+def _build(a: PPOArgs, config: FarmConfig) -> PPORun:
     """The run's directories, evaluator and trainer (the newest checkpoint on ``--resume``,
     else a new one and its warm start), its references and its evaluation log so far."""
     torch.set_num_threads(max(1, a.torch_threads))
@@ -121,8 +171,8 @@ def _build(a: LeanArgs, config: FarmConfig) -> LeanRun:
     # training runs whole rollouts: a run ends at the total rounded up to them, and a
     # checkpoint at that step (a run interrupted in its final evaluation) finishes the run
     end = max(1, math.ceil(a.total_timesteps / per)) * per if a.total_timesteps > 0 else 0
-    run = LeanRun(a, config, out, side, GroupView(config) if net_mode != a.action_mode else None,
-                  exact, warm, evaluator, end)  # fmt: skip
+    run = PPORun(a, config, out, side, GroupView(config) if net_mode != a.action_mode else None,
+                 exact, warm, evaluator, end)  # fmt: skip
     if config.slo is not None and a.objective == "energy":
         run.slo = slo_training.SLORun(slo_training.exact_space(config, net_mode))
     if not (a.resume and _resume(run)):
@@ -137,7 +187,7 @@ def _build(a: LeanArgs, config: FarmConfig) -> LeanRun:
     return run
 
 
-def _resume(run: LeanRun) -> bool:
+def _resume(run: PPORun) -> bool:
     """Load the newest checkpoint that loads into ``run``; False when there is none."""
     a, ckpt_dir = run.a, run.ckpt_dir
     loaded = load_newest(ckpt_dir, a)
@@ -160,49 +210,20 @@ def _resume(run: LeanRun) -> bool:
     return True
 
 
-def _warm_start(run: LeanRun) -> None:
+def _warm_start(run: PPORun) -> None:
     """A new trainer, fitted to ``--init``'s teacher (the clone, its logits softened) unless
     ``--init random``; saved as the checkpoint at step 0 and as the start model."""
     a, config = run.a, run.config
     twin = config.scaled_down(a.train_scale) if a.train_scale > 1 else config
-    trainer = run.trainer = LeanTrainer(twin, lean_config(a))
+    trainer = run.trainer = PPO(twin, ppo_config(a))
     if a.init != "random":
-        t0 = time.process_time()
-        if run.slo is not None:  # a start that meets the SLO (PAS misses it)
-            teacher, note = slo_training.slo_teacher(trainer, run.slo.space, a.seed, a.init)
-            if note:
-                print(note)
-        elif a.init == "best-priority" and not run.exact:  # the stronger of it and PAS
-            teacher, line = strongest_start(a, config, trainer, run.evaluator)
-            print(line)
-        else:  # PAS, or a searched / pretrained policy
-            teacher = trainer.teacher(a.init)
-        # a few thousand decisions per env cover the states the teacher visits; on a
-        # time-varying farm, a whole cycle of the schedule (the loads and mixes of every
-        # interval: a clone fitted on part of the cycle imitates the teacher only there)
-        clone_steps = 16_384
-        if trainer.config.is_time_varying:
-            clone_steps = max(clone_steps, math.ceil(trainer.config.cycle_arrivals))
-        # a randomised teacher is cloned by its action probabilities: no label smoothing, no
-        # softening (either would change the probabilities, so the E[T] of the start)
-        clone = trainer.clone_pas(n_steps=max(64, math.ceil(clone_steps / a.n_envs)),
-                                  teacher=teacher,
-                                  smoothing=0.0 if run.slo is not None else None)  # fmt: skip
-        soft = "its probabilities kept (a randomised teacher)"
-        if run.slo is None:
-            scale = trainer.soften(a.pas_confidence, teacher=teacher)
-            soft = (f"logits scaled by {scale:.3g}: its action sampled {a.pas_confidence:g} of "
-                    "the way from uniform to certain")  # fmt: skip
-        run.started_from = str(getattr(teacher, "name", a.init))
-        print(f"init: {run.started_from} clone, accuracy {clone['accuracy']:.4f} on "
-              f"{clone['samples']:,} decisions; {soft} "
-              f"({time.process_time() - t0:.0f} CPU-s)")  # fmt: skip
+        run.started_from = clone_start(trainer, a, config, run.slo, run.exact, run.evaluator)
     run.side["started_from"] = run.started_from  # every model's sidecar names its start
     trainer.save(checkpoint_path(run.ckpt_dir, 0), **run.side)
     trainer.save(run.out / START_MODEL, **run.side)  # the start, for the confirmation (below)
 
 
-def _open_log(run: LeanRun) -> None:
+def _open_log(run: PPORun) -> None:
     """The references (computed once per run directory), the evaluation log up to the start
     (later entries, from past a resumed checkpoint, move to ``evaluations_superseded.jsonl``),
     the best model so far and the TensorBoard writer."""
@@ -230,12 +251,12 @@ def _open_log(run: LeanRun) -> None:
     if a.tensorboard:
         from torch.utils.tensorboard import SummaryWriter
 
-        run.writer = SummaryWriter(str(out / "tb" / "lean_1"))
+        run.writer = SummaryWriter(str(out / "tb" / "ppo_1"))
     run.last_eval = run.history[-1]["timesteps"] if run.history else -1
     run.last_ckpt = run.start
 
 
-def _evaluate(run: LeanRun) -> None:
+def _evaluate(run: PPORun) -> None:
     """Measure the policy, offer it to the selector (``best_model.zip`` when it wins) and log
     the evaluation (``evaluations.jsonl``, TensorBoard, ``--verbose``)."""
     t0 = time.perf_counter()
@@ -273,13 +294,13 @@ def _evaluate(run: LeanRun) -> None:
               + (" (new best)" if replaced else ""))  # fmt: skip
 
 
-def _checkpoint(run: LeanRun) -> None:
+def _checkpoint(run: PPORun) -> None:
     run.model.save(checkpoint_path(run.ckpt_dir, int(run.model.num_timesteps)), **run.side)
     prune_checkpoints(run.ckpt_dir)
     run.last_ckpt = int(run.model.num_timesteps)
 
 
-def _learn(run: LeanRun) -> None:
+def _learn(run: PPORun) -> None:
     """Rollouts and updates to the run's end, evaluating every ``eval_freq`` steps (and at step
     0 and the end) and checkpointing every ``checkpoint_freq``; a diverged update or Ctrl-C
     saves the latest finite snapshot first. Ends with the final model saved."""
@@ -289,7 +310,7 @@ def _learn(run: LeanRun) -> None:
     snap = Snapshot(trainer)
     bar = ProgressBar(run.start, run.end) if a.progress_bar else None
 
-    def callback(t: LeanTrainer) -> None:
+    def callback(t: PPO) -> None:
         steps = int(t.num_timesteps)
         if run.writer is not None and t.history:
             h = t.history[-1]
@@ -326,7 +347,35 @@ def _learn(run: LeanRun) -> None:
         run.writer.close()
 
 
-def _stop(run: LeanRun, snap: Snapshot, err: BaseException) -> NoReturn:
+class ProgressBar:
+    """A rich progress bar on stderr (rich is a dependency of the ``train`` extra, as for SB3's
+    own bar)."""
+
+    def __init__(self, start: int, end: int):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(
+            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+        )  # fmt: skip
+        self._task = self._p.add_task("train", total=end, completed=start)
+        self._p.start()
+
+    def update(self, steps: int) -> None:
+        self._p.update(self._task, completed=steps)
+
+    def close(self) -> None:
+        self._p.stop()
+
+
+def _stop(run: PPORun, snap: Snapshot, err: BaseException) -> NoReturn:
     """After Ctrl-C or a diverged update: save the snapshot of the latest update (finite: a
     diverged update raises first) unless it is the start, then re-raise (divergence) or exit
     with 130 (Ctrl-C)."""
@@ -345,7 +394,7 @@ def _stop(run: LeanRun, snap: Snapshot, err: BaseException) -> NoReturn:
     raise SystemExit(130) from None
 
 
-def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
+def _verdict(run: PPORun, derived: dict[str, Any] | None) -> dict[str, Any]:
     """The final verdict: exact, or best, final and PAS on fresh seeds (the selection's seeds
     favour the model picked on them), after the confirmation against the start; the summary."""
     a, config, out, exact, trainer = run.a, run.config, run.out, run.exact, run.model
@@ -354,10 +403,10 @@ def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
     best_steps = int(best_agent.meta.get("timesteps", 0))
     confirmation = None
     if not exact and run.slo is None and best_steps > 0 and (out / START_MODEL).exists():
-        best_agent, best_steps, confirmation = _confirm_against_start(
+        best_agent, best_steps, confirmation = confirm_against_start(
             a, config, out, best_path, best_agent, best_steps, run.warm
         )
-    final_eval = _final_window(a, config, exact, run.warm, seed=2_000_000 + a.seed * 1000)
+    final_eval = final_window(a, config, exact, run.warm, seed=2_000_000 + a.seed * 1000)
     est_best = final_eval.measure(best_agent.predictor())
     final_pred = numpy_predictor(trainer.policy)
     est_final = final_eval.measure(final_pred if run.view is None else run.view.wrap(final_pred))
@@ -377,7 +426,7 @@ def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
     slo = None if run.slo is None else slo_training.slo_summary(run.slo, run.history, best_steps)
     return {
         **({} if slo is None else {"slo": slo}),
-        "trainer": "lean", "scenario": config.name, "scenario_spec": a.scenario,
+        "trainer": "ppo", "scenario": config.name, "scenario_spec": a.scenario,
         "action_mode": a.action_mode, "objective": a.objective,
         "started_from": run.started_from, "seed": a.seed, "config": dataclasses.asdict(a),
         "derived_settings": derived, "versions": versions(),
@@ -401,62 +450,6 @@ def _verdict(run: LeanRun, derived: dict[str, Any] | None) -> dict[str, Any]:
             "evaluations": str(run.eval_log),
         },
     }  # fmt: skip
-
-
-def _final_window(
-    a: LeanArgs, config: FarmConfig, exact: bool, warm: int, seed: int
-) -> PairedEvaluator:
-    """The final measurement's evaluator (the final window, twice the in-training replications,
-    PAS paired) on the replication seeds from ``seed``: the verdict's and the confirmation's
-    differ only in their seeds."""
-    return PairedEvaluator(
-        config, a.action_mode, exact, n_epochs=a.final_eval_epochs,
-        replications=max(2, 2 * a.eval_replications), seed=seed,
-        warmup_epochs=a.warmup_epochs, policy_warmup=warm, objective=a.objective,
-    )  # fmt: skip
-
-
-def _confirm_against_start(
-    a: LeanArgs,
-    config: FarmConfig,
-    out: Path,
-    best_path: Path,
-    best_agent: PPOAgent,
-    best_steps: int,
-    warm: int,
-) -> tuple[PPOAgent, int, dict[str, Any]]:
-    """(agent, timesteps, record): the kept model or the start, whichever measures higher on
-    the final window with confirmation seeds (neither the selection's nor the verdict's).
-
-    Why: the in-training windows (10 mean job durations after 10 of policy warm-up) can prefer
-    a policy whose deviations pay in the transient and cost later, so a model kept in training
-    can measure below the start on the longer final window (docs/training.md, "Confirmation
-    against the start"). The start then replaces the best model file (its sidecar says so)."""
-    conf = _final_window(a, config, False, warm, seed=3_000_000 + a.seed * 1000)
-    start_agent = PPOAgent.load(out / START_MODEL)
-    est_kept = conf.measure(best_agent.predictor())
-    est_start = conf.measure(start_agent.predictor())
-    kept_vs_start = compare(est_kept, est_start)
-    record = {
-        "kept_timesteps": best_steps,
-        "start": {
-            "efficiency": est_start.efficiency,
-            "ci95": est_start.ci95,
-            "method": est_start.method,
-        },
-        "kept_vs_start": kept_vs_start.as_dict(),
-        "kept": "best" if kept_vs_start.diff >= 0 else "start",
-    }
-    print(f"confirmation (final window, other seeds): the model of {best_steps:,} steps "
-          f"{kept_vs_start.describe('the start')}; keeping the {record['kept']}")  # fmt: skip
-    if kept_vs_start.diff >= 0:
-        return best_agent, best_steps, record
-    for src, dst in ((out / START_MODEL, best_path),
-                     (sidecar_path(out / START_MODEL), sidecar_path(best_path))):  # fmt: skip
-        tmp = dst.with_name(f".{dst.name}.tmp")
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    return PPOAgent.load(best_path), 0, record
 
 
 def _rewrite(path: Path, entries: list[dict[str, Any]]) -> None:

@@ -1,5 +1,5 @@
-"""serverfarm_gym.agents.ppo.train.LeanTrainer: the softened PAS clone keeps PAS's decisions, and the learning-rate
-schedule spans the whole run (so a resumed run continues it)."""
+"""serverfarm_gym.agents.ppo.start: the softened clone keeps every decision of the clone and
+reaches the confidence asked for."""
 
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ import torch
 
 pytest.importorskip("sb3_contrib")
 
-from serverfarm_gym.agents.ppo.algorithm import LeanPPOConfig, masked_logits
-from serverfarm_gym.agents.ppo.train import LeanTrainer
+from serverfarm_gym.agents.ppo.config import PPOConfig
+from serverfarm_gym.agents.ppo.losses import masked_logits
+from serverfarm_gym.agents.ppo.ppo import PPO
+from serverfarm_gym.agents.ppo.start import soften
 from serverfarm_gym.baselines.registry import make_policy
 from serverfarm_gym.envs.scenarios import load_scenario
 
-SMALL = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
+SOFTEN = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
 
 
-def _states(trainer: LeanTrainer, mode: str, n: int = 64) -> tuple[np.ndarray, np.ndarray]:
+def _states(trainer: PPO, mode: str, n: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """States visited by PAS in the trainer's vector env (obs, masks)."""
     pas = make_policy("pas", trainer.config, mode)
     obs, _ = trainer.venv.reset(seed=123)
@@ -33,11 +35,11 @@ def _states(trainer: LeanTrainer, mode: str, n: int = 64) -> tuple[np.ndarray, n
 
 @pytest.mark.parametrize(("scenario", "mode"), [("tiny", "server"), ("pas-gap", "group")])
 def test_soften_keeps_every_decision_and_reaches_the_confidence(scenario, mode):
-    t = LeanTrainer(load_scenario(scenario), LeanPPOConfig(action_mode=mode, seed=0, **SMALL))
+    t = PPO(load_scenario(scenario), PPOConfig(action_mode=mode, seed=0, **SOFTEN))
     t.clone_pas(n_steps=1024, epochs=20, batch_size=256)
     obs, masks = _states(t, mode)
     before = t.predict_batch(obs, masks)
-    scale = t.soften(0.2)
+    scale = soften(t, 0.2)
     assert 0.0 < scale < 1.0  # the clone was more certain than that
     np.testing.assert_array_equal(t.predict_batch(obs, masks), before)
     # on fresh PAS states the normalised certainty is near the target (the bisection is exact on
@@ -51,16 +53,4 @@ def test_soften_keeps_every_decision_and_reaches_the_confidence(scenario, mode):
         certainty = float(((p - u) / (1 - u)).mean())
     assert certainty == pytest.approx(0.2, abs=0.05)
     with pytest.raises(ValueError, match="pas_confidence"):
-        t.soften(1.5)
-
-
-def test_learning_rate_schedule_spans_the_run():
-    """With schedule_total = 2 rollouts, the first update uses the full rate and the second half
-    of it, whether both run in one learn call or the second after a 'resume'."""
-    cfg = LeanPPOConfig(action_mode="server", seed=1, learning_rate=1e-3, **SMALL)
-    per = cfg.n_envs * cfg.n_steps
-    t = LeanTrainer(load_scenario("tiny"), cfg)
-    t.schedule_total = 2 * per
-    t.learn(per)
-    t.learn(per)  # a second call continues the schedule instead of restarting it
-    assert [h["lr"] for h in t.history] == pytest.approx([1e-3, 5e-4])
+        soften(t, 1.5)

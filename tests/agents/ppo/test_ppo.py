@@ -1,5 +1,6 @@
-"""The lean masked PPO (agents/ppo/algorithm.py): its math against direct formulas, masking, the
-saved model behind PPOAgent, and that a short run on tiny learns (exact evaluation)."""
+"""The masked PPO (agents/ppo/ppo.py): its math against direct formulas, masking, the
+saved model behind PPOAgent, that a short run on tiny learns (exact evaluation), and that the
+learning-rate schedule spans the whole run (so a resumed run continues it)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,10 @@ import torch
 
 pytest.importorskip("sb3_contrib")
 
-from serverfarm_gym.agents.ppo.algorithm import (
-    MASKED_LOGIT,
-    LeanPPO,
-    LeanPPOConfig,
-    auto_gamma,
-    clone_loss,
-    gae,
-    numpy_predictor,
-    ppo_losses,
-    recommended,
-)
+from serverfarm_gym.agents.ppo.agent import MASKED_LOGIT, numpy_predictor
+from serverfarm_gym.agents.ppo.config import PPOConfig, auto_gamma, recommended
+from serverfarm_gym.agents.ppo.losses import clone_loss, gae, ppo_losses
+from serverfarm_gym.agents.ppo.ppo import PPO
 from serverfarm_gym.envs.scenarios import load_scenario
 
 SMALL = {"n_envs": 8, "n_steps": 32, "batch_size": 128, "n_epochs": 2}
@@ -98,9 +92,9 @@ def test_smoothed_clone_keeps_pas_argmax_and_entropy():
     approaches 1 - s + s / n_valid < 1 (the fit is not exact: a few states err), while the
     deterministic policy is still PAS's on the cloned states."""
     kw = {"n_steps": 128, "epochs": 200}  # 1,024 states, 200 Adam steps: the fit converges
-    h = LeanPPO("tiny", action_mode="server", seed=3, clone_smoothing=0.0, **SMALL)
+    h = PPO("tiny", action_mode="server", seed=3, clone_smoothing=0.0, **SMALL)
     hard = h.clone_pas(**kw)
-    soft = LeanPPO("tiny", action_mode="server", seed=3, clone_smoothing=0.3, **SMALL)
+    soft = PPO("tiny", action_mode="server", seed=3, clone_smoothing=0.3, **SMALL)
     s = soft.clone_pas(**kw)
     assert hard["accuracy"] > 0.97 and s["accuracy"] > 0.97
     assert hard["p_pas"] > 0.95
@@ -112,7 +106,7 @@ def test_smoothed_clone_keeps_pas_argmax_and_entropy():
 
 
 def test_critic_warmup_updates_only_the_value_net():
-    t = LeanPPO("tiny", action_mode="server", seed=4, critic_warmup=1, **SMALL)
+    t = PPO("tiny", action_mode="server", seed=4, critic_warmup=1, **SMALL)
     params = {k: v.clone() for k, v in t.policy.state_dict().items()}
     per = SMALL["n_envs"] * SMALL["n_steps"]
     t.learn(per)
@@ -128,7 +122,7 @@ def test_critic_warmup_updates_only_the_value_net():
 def test_pas_anchor_records_pas_choices_and_pulls_towards_them():
     from serverfarm_gym.baselines.registry import make_policy
 
-    t = LeanPPO("tiny", action_mode="group", seed=5, pas_anchor=1.0, **SMALL)
+    t = PPO("tiny", action_mode="group", seed=5, pas_anchor=1.0, **SMALL)
     buf = t._buffer()
     t.collect(buf)
     pas = make_policy("pas", t.config, "group")
@@ -154,7 +148,7 @@ def test_pas_anchor_records_pas_choices_and_pulls_towards_them():
 
 
 def test_masked_actions_are_never_sampled():
-    t = LeanPPO("tiny", action_mode="server", seed=1, **SMALL)
+    t = PPO("tiny", action_mode="server", seed=1, **SMALL)
     with torch.no_grad():  # make every action but the last overwhelmingly preferred
         t.policy.action_net.bias.copy_(torch.tensor([50.0, 50.0, 50.0, -50.0]))
     buf = t._buffer()
@@ -168,23 +162,23 @@ def test_masked_actions_are_never_sampled():
 def test_save_load_gives_identical_predictions(tmp_path):
     from serverfarm_gym.agents.ppo import PPOAgent
 
-    t = LeanPPO("tiny", action_mode="group", seed=2, **SMALL)
+    t = PPO("tiny", action_mode="group", seed=2, **SMALL)
     t.learn(SMALL["n_envs"] * SMALL["n_steps"])
     path = t.save(tmp_path / "model.zip")
     agent = PPOAgent.load(path)
-    assert agent.action_mode == "group" and agent.meta["trainer"] == "lean_ppo"
+    assert agent.action_mode == "group" and agent.meta["trainer"] == "ppo"
     venv = t.venv
     obs, _ = venv.reset(seed=11)
     fast = numpy_predictor(agent.policy)
     for _ in range(50):
         m = venv.action_masks()
         a_agent, _ = agent.predict(obs, action_masks=m)
-        a_lean = t.predict_batch(obs, m)
-        np.testing.assert_array_equal(a_agent, a_lean)
-        np.testing.assert_array_equal(fast(obs, m), a_lean)
-        obs = venv.step(a_lean)[0]
+        a_ppo = t.predict_batch(obs, m)
+        np.testing.assert_array_equal(a_agent, a_ppo)
+        np.testing.assert_array_equal(fast(obs, m), a_ppo)
+        obs = venv.step(a_ppo)[0]
     # continuing from the file: same network, same Adam state, same step count
-    again = LeanPPO.load(path)
+    again = PPO.load(path)
     assert again.num_timesteps == t.num_timesteps and again.cfg == t.cfg
     assert again.n_updates == t.n_updates == 1  # a critic warm-up is not repeated on resume
     for a, b in zip(
@@ -197,19 +191,41 @@ def test_save_load_gives_identical_predictions(tmp_path):
         torch.testing.assert_close(sa[k]["exp_avg"], sb[k]["exp_avg"], rtol=0, atol=0)
 
 
+def test_a_file_with_the_earlier_sidecar_tag_loads(tmp_path):
+    """Files written by earlier versions (``"trainer": "lean_ppo"``, settings in
+    ``lean_ppo_config``) load for training and as a policy; an untagged one is refused."""
+    import json
+
+    from serverfarm_gym.agents.ppo import PPOAgent
+
+    t = PPO("tiny", action_mode="group", seed=2, **SMALL)
+    path = t.save(tmp_path / "model.zip")
+    side = path.with_suffix(".json")
+    meta = json.loads(side.read_text())
+    meta["trainer"], meta["lean_ppo_config"] = "lean_ppo", meta.pop("ppo_config")
+    side.write_text(json.dumps(meta))
+    again = PPO.load(path)
+    assert again.cfg == t.cfg and again.num_timesteps == t.num_timesteps
+    assert PPOAgent.load(path).action_mode == "group"
+    meta["trainer"] = "other"
+    side.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"not saved by PPO\.save"):
+        PPO.load(path)
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(ValueError, match="batch_size"):
-        LeanPPOConfig(n_envs=2, n_steps=4, batch_size=64).check()
+        PPOConfig(n_envs=2, n_steps=4, batch_size=64).check()
     with pytest.raises(ValueError, match="advantage"):
-        LeanPPOConfig(advantage="mean").check()
+        PPOConfig(advantage="mean").check()
     with pytest.raises(ValueError, match="gamma"):
-        LeanPPOConfig(gamma=1.5).check()
+        PPOConfig(gamma=1.5).check()
     with pytest.raises(ValueError, match="clone_smoothing"):
-        LeanPPOConfig(clone_smoothing=1.0).check()
+        PPOConfig(clone_smoothing=1.0).check()
     with pytest.raises(ValueError, match="pas_anchor"):
-        LeanPPOConfig(pas_anchor=-1.0).check()
+        PPOConfig(pas_anchor=-1.0).check()
     with pytest.raises(ValueError, match="critic_warmup"):
-        LeanPPOConfig(critic_warmup=-1).check()
+        PPOConfig(critic_warmup=-1).check()
 
 
 def test_auto_gamma_is_a_horizon_in_model_time():
@@ -233,7 +249,7 @@ def test_short_training_on_tiny_beats_random_exactly():
     from serverfarm_gym.evaluation.references import optimum_solution
 
     config = load_scenario("tiny")
-    t = LeanPPO(
+    t = PPO(
         config, action_mode="server", seed=0, n_envs=16, n_steps=128, batch_size=512,
         horizon_durations=4.0,  # gamma 0.9: on tiny 1 duration (0.6) drifts late (BENCHMARKS.md)
     )  # fmt: skip
@@ -260,10 +276,26 @@ def test_recommended_settings_follow_decisions_per_duration():
     huge = recommended(load_scenario("large-10k"))
     assert (huge["n_envs"], huge["n_steps"]) == (16, 1024) and huge["pas_anchor"] == 1.0
     for rec in (small, large):
-        cfg = LeanPPOConfig(**rec).check()
+        cfg = PPOConfig(**rec).check()
         assert cfg.n_envs * cfg.n_steps >= cfg.batch_size
     # a horizon of one mean duration: tiny's discount 1 - 1 / 2.5 = 0.6, paper-100's 1 - 1 / 119.6
     assert small["horizon_durations"] == large["horizon_durations"] == 1.0
-    t = LeanPPO(tiny, action_mode="server", **(small | {"n_envs": 2}))
+    t = PPO(tiny, action_mode="server", **(small | {"n_envs": 2}))
     assert t.gamma == pytest.approx(0.6, abs=1e-9)
     assert auto_gamma(p100, 1.0) == pytest.approx(1 - 1 / 119.625, rel=1e-4)
+
+
+# ---- the run's schedule ----------------------------------------------------------------
+SMALL_NET = {"n_envs": 4, "n_steps": 32, "batch_size": 64, "n_epochs": 2, "net_arch": (16, 16)}
+
+
+def test_learning_rate_schedule_spans_the_run():
+    """With schedule_total = 2 rollouts, the first update uses the full rate and the second half
+    of it, whether both run in one learn call or the second after a 'resume'."""
+    cfg = PPOConfig(action_mode="server", seed=1, learning_rate=1e-3, **SMALL_NET)
+    per = cfg.n_envs * cfg.n_steps
+    t = PPO(load_scenario("tiny"), cfg)
+    t.schedule_total = 2 * per
+    t.learn(per)
+    t.learn(per)  # a second call continues the schedule instead of restarting it
+    assert [h["lr"] for h in t.history] == pytest.approx([1e-3, 5e-4])

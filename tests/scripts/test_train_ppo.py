@@ -1,4 +1,4 @@
-"""train.py's default trainer (lean masked PPO, agents/ppo/train.py): the run directory, the
+"""train.py's default trainer (masked PPO, agents/ppo/run.py): the run directory, the
 report's lines that CI greps, the PAS-clone floor of the best model, paired simulated
 evaluations, resume (history kept, a lower total refused, a damaged checkpoint skipped) and
 Ctrl-C (the latest update's parameters saved, exit 130).
@@ -24,7 +24,7 @@ import torch
 import train
 from serverfarm_gym.agents.common.checkpoints import list_checkpoints, read_evaluations
 from serverfarm_gym.agents.ppo import PPOAgent, read_sidecar
-from serverfarm_gym.agents.ppo.train import LeanTrainer
+from serverfarm_gym.agents.ppo.ppo import PPO
 from tests.helpers.scripts import best_sidecar, exit_code, resume_run
 
 FAST = [
@@ -51,7 +51,7 @@ CI_LINES = [
 
 @pytest.fixture(scope="module")
 def base_run(tmp_path_factory) -> tuple[Path, dict, str]:
-    out = tmp_path_factory.mktemp("lean") / "run"
+    out = tmp_path_factory.mktemp("ppo") / "run"
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         summary = train.main([*FAST, "--output-dir", str(out), "--total-timesteps", "512",
@@ -66,7 +66,7 @@ def run_copy(base_run, tmp_path) -> Path:
 
 def test_default_trainer_writes_the_run_directory(base_run):
     out, summary, _ = base_run
-    assert summary["trainer"] == "lean" and summary["timesteps"] == 512
+    assert summary["trainer"] == "ppo" and summary["timesteps"] == 512
     for name in ("args.json", "summary.json", "final_model.zip", "final_model.json",
                  "best_model.zip", "best_model.json", "evaluations.jsonl", "references.json",
                  "learning_curve.png"):  # fmt: skip
@@ -75,15 +75,15 @@ def test_default_trainer_writes_the_run_directory(base_run):
     assert steps == [0, 128, 256, 384, 512]
     # the start's clone (step 0) is checkpointed too: a resume never clones again
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [512, 256, 0]
-    assert json.loads((out / "args.json").read_text())["trainer"] == "lean"
+    assert json.loads((out / "args.json").read_text())["trainer"] == "ppo"
     side = read_sidecar(out / "best_model.zip")
-    assert side["trainer"] == "lean_ppo" and side["train_args"]["init"] == "best-priority"
+    assert side["trainer"] == "ppo" and side["train_args"]["init"] == "best-priority"
     assert (out / "start_model.zip").exists()
     agent = PPOAgent.load(out)  # the run directory loads its best model
     assert agent.config.name == "tiny" and agent.action_mode == "server"
     # server actions train a network tied over exchangeable servers (--server-network tied)
     assert side["policy"]["network_mode"] == "group" and agent.network_mode == "group"
-    assert side["lean_ppo_config"]["action_mode"] == "group"
+    assert side["ppo_config"]["action_mode"] == "group"
     d = summary["derived_settings"]
     assert set(d["values"]) <= set(d["reasons"]) and d["overridden"]["n_envs"] == 2
 
@@ -201,16 +201,16 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
     it, the run saves the parameters it had at 256: those of the uninterrupted base run's
     checkpoint at 256 (same seed, deterministic CPU training)."""
     if where == "rollout":
-        original = LeanTrainer.collect
+        original = PPO.collect
 
         def collect(self, buf):
             if self.num_timesteps >= 256:
                 raise KeyboardInterrupt
             return original(self, buf)
 
-        monkeypatch.setattr(LeanTrainer, "collect", collect)
+        monkeypatch.setattr(PPO, "collect", collect)
     else:
-        original_update = LeanTrainer.update
+        original_update = PPO.update
 
         def update(self, buf, progress):
             stats = original_update(self, buf, progress)
@@ -218,7 +218,7 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
                 raise KeyboardInterrupt
             return stats
 
-        monkeypatch.setattr(LeanTrainer, "update", update)
+        monkeypatch.setattr(PPO, "update", update)
     out = tmp_path / "run"
     argv = [*FAST, "--output-dir", str(out), "--total-timesteps", "512",
             "--checkpoint-freq", "1024", "--progress-bar"]  # fmt: skip
@@ -226,8 +226,8 @@ def test_ctrl_c_saves_the_latest_update_and_exits_130(where, base_run, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("train.py: interrupted; saved checkpoint") and "--resume" in err
     assert [s for _, s in list_checkpoints(out / "checkpoints")] == [256, 0]
-    a = LeanTrainer.load(out / "checkpoints" / "ckpt_256_steps.zip")
-    b = LeanTrainer.load(base_run[0] / "checkpoints" / "ckpt_256_steps.zip")
+    a = PPO.load(out / "checkpoints" / "ckpt_256_steps.zip")
+    b = PPO.load(base_run[0] / "checkpoints" / "ckpt_256_steps.zip")
     assert a.num_timesteps == b.num_timesteps == 256
     for (k, x), (_, y) in zip(a.policy.state_dict().items(), b.policy.state_dict().items(),
                               strict=True):  # fmt: skip
@@ -281,7 +281,7 @@ def test_train_scale_trains_on_the_twin_and_serves_the_farm(tmp_path):
     assert PPOAgent.load(out).config.n_servers == 16
     assert summary["scenario"] == "tiny-x4" and summary["best"]["vs_pas"]["n"] == 4
     ckpt = list_checkpoints(out / "checkpoints")[0][0]
-    assert LeanTrainer.load(ckpt).config.n_servers == 4  # resumes training on the twin
+    assert PPO.load(ckpt).config.n_servers == 4  # resumes training on the twin
 
 
 def test_cost_start_on_a_time_varying_twin(tmp_path, capsys):
@@ -347,14 +347,14 @@ def test_simulated_best_priority_start_is_measured_against_pas(tmp_path, capsys)
 
 
 def test_tied_checkpoint_resumes_as_a_tied_network(run_copy):
-    trainer = LeanTrainer.load(list_checkpoints(run_copy / "checkpoints")[0][0])
+    trainer = PPO.load(list_checkpoints(run_copy / "checkpoints")[0][0])
     assert trainer.cfg.action_mode == "group"
     assert read_sidecar(list_checkpoints(run_copy / "checkpoints")[0][0])["action_mode"] == "server"
 
 
 def test_args_file_before_server_network_replays_one_output_per_server(base_run, tmp_path):
     saved = json.loads((base_run[0] / "args.json").read_text())
-    del saved["server_network"]  # a lean run from before the option: per-server MLP
+    del saved["server_network"]  # a PPO run from before the option: per-server MLP
     path = tmp_path / "args.json"
     path.write_text(json.dumps(saved))
     args = train.resolve_args(["--args-file", str(path), "--output-dir", str(tmp_path / "r")]).args
@@ -363,7 +363,7 @@ def test_args_file_before_server_network_replays_one_output_per_server(base_run,
 
 def test_options_of_the_other_trainer_are_refused(capsys):
     assert exit_code(lambda: train.main(["--trainer", "sb3", "--server-network", "tied"])) == 2
-    assert "lean trainer" in capsys.readouterr().err
+    assert "PPO trainer" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--init", "whittle-ish"])) == 2
     assert "best-priority" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--server-network", "cnn"])) == 2
@@ -371,7 +371,7 @@ def test_options_of_the_other_trainer_are_refused(capsys):
     assert exit_code(lambda: train.main(["--reward", "expected"])) == 2
     assert "--trainer sb3" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--trainer", "sb3", "--init", "pas"])) == 2
-    assert "lean trainer" in capsys.readouterr().err
+    assert "PPO trainer" in capsys.readouterr().err
     assert exit_code(lambda: train.main(["--trainer", "tf"])) == 2
     assert "--trainer" in capsys.readouterr().err
 
@@ -383,7 +383,7 @@ def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
     from types import SimpleNamespace
 
     from serverfarm_gym.agents.ppo import sidecar_path
-    from serverfarm_gym.agents.ppo.train import START_MODEL, _confirm_against_start
+    from serverfarm_gym.agents.ppo.verdict import START_MODEL, confirm_against_start
     from serverfarm_gym.envs.scenarios import load_preset
 
     runs = {}
@@ -403,7 +403,7 @@ def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
 
     best = out / "best_model.zip"
     place(runs["random"] / START_MODEL, best)
-    agent, steps, rec = _confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
+    agent, steps, rec = confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
     assert agent.meta.get("timesteps") == 0
     assert rec["kept"] == "start" and rec["kept_vs_start"]["diff"] < 0 and steps == 0
     assert best.read_bytes() == (out / START_MODEL).read_bytes()
@@ -411,6 +411,6 @@ def test_confirmation_keeps_the_start_when_it_measures_higher(tmp_path, capsys):
     # the reverse: best_model is now the PAS clone; make the start the random policy
     place(runs["random"] / START_MODEL, out / START_MODEL)
     before = best.read_bytes()
-    _, steps, rec = _confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
+    _, steps, rec = confirm_against_start(a, cfg, out, best, PPOAgent.load(best), 7, 10)
     assert rec["kept"] == "best" and rec["kept_vs_start"]["diff"] > 0 and steps == 7
     assert best.read_bytes() == before
