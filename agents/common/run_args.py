@@ -304,7 +304,7 @@ def load_hyperparams(
 def saved_args(path: str | Path) -> dict[str, Any]:
     """The fields of a saved ``args.json``; files written before the PPO trainer existed have
     no ``trainer``: they were MaskablePPO (sb3) runs; PPO runs from before ``server_network``
-    trained one output per server (``mlp``); earlier versions named the PPO trainer ``ppo``."""
+    trained one output per server (``mlp``); earlier versions named the PPO trainer ``lean``."""
     saved = load_mapping_file(path)
     out = {k: _coerce(k, v) for k, v in saved.items() if k in FIELDS}
     out.setdefault("trainer", "sb3")

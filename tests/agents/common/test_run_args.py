@@ -77,9 +77,9 @@ def test_args_file_of_the_single_class_layout_replays(tmp_path):
 
 
 def test_an_args_file_with_the_earlier_trainer_name_replays_as_ppo(tmp_path):
-    """An ``args.json`` of an earlier version names the PPO trainer ``ppo``."""
+    """An ``args.json`` of an earlier version names the PPO trainer ``lean``."""
     path = tmp_path / "args.json"
-    path.write_text(json.dumps({"trainer": "ppo", "scenario": "tiny", "seed": 3}))
+    path.write_text(json.dumps({"trainer": "lean", "scenario": "tiny", "seed": 3}))
     assert run_args.saved_args(path)["trainer"] == "ppo"
     a = resolve_args(["--hyperparams", "none", "--args-file", str(path)]).args
     assert type(a) is PPOArgs and a.trainer == "ppo" and a.seed == 3
