@@ -76,10 +76,11 @@ def decisions(predict: Any, config: Any, pas: Any, steps: int = 2_000, seed: int
     driven by the policy for ``steps`` decisions (after the env's own warm-up), the share of
     decisions where it picks PAS's group, and the mean occupancy level (jobs already at the
     receiving server) that it and PAS choose."""
+    from serverfarm_gym.envs.observation import level_offsets
     from serverfarm_gym.envs.vector import ServerFarmVectorEnv
 
     env = ServerFarmVectorEnv(num_envs=8, scenario=config, action_mode=ACTION_MODE)
-    offsets = np.concatenate([[0], np.cumsum(np.asarray(config.buffers))[:-1]])
+    offsets = level_offsets(config)[:-1]  # group k's actions start at offsets[k]
 
     def group(a: np.ndarray) -> np.ndarray:
         return np.searchsorted(offsets, a, "right") - 1
@@ -101,21 +102,43 @@ def decisions(predict: Any, config: Any, pas: Any, steps: int = 2_000, seed: int
             "mean_level": {k: float(np.concatenate(v).mean()) for k, v in levels.items()}}  # fmt: skip
 
 
-def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]:
-    """One training run with its curve and its final measurement (see the module doc)."""
+class References:
+    """What every run of one farm is measured against, measured once per farm (the seeds are
+    fixed, so each seed's run would measure the same values again): PAS and best-priority on
+    the curve and the final windows, and the relaxation bound."""
+
+    def __init__(self, ns: argparse.Namespace, scenario: str):
+        from serverfarm_gym.baselines.registry import make_policy
+        from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
+        from serverfarm_gym.envs.scenarios import load_scenario
+
+        self.config = config = load_scenario(scenario)
+        self.curve_eval = _evaluator(config, ns.curve_durations, ns.curve_reps, CURVE_SEED0)
+        self.final_eval = _evaluator(config, ns.final_durations, ns.final_reps, FINAL_SEED0)
+        self.pas = make_policy("pas", config, ACTION_MODE)
+        names = ("pas", "best-priority")
+        policies = {
+            "pas": self.pas,
+            "best-priority": make_policy("best-priority", config, ACTION_MODE),
+        }
+        self.curve = {k: self.curve_eval(policies[k]) for k in names}
+        self.final = {k: self.final_eval(policies[k]) for k in names}
+        self.bound = float(relaxation_bound(config).efficiency)
+
+
+def run_cell(
+    ns: argparse.Namespace, scenario: str, seed: int, references: References | None = None
+) -> dict[str, Any]:
+    """One training run with its curve and its final measurement (see the module doc);
+    ``references`` of the farm (measured here when not given)."""
     from serverfarm_gym.agents.ppo.agent import numpy_predictor
     from serverfarm_gym.agents.ppo.config import recommended
     from serverfarm_gym.agents.ppo.ppo import PPO
-    from serverfarm_gym.baselines.registry import make_policy
-    from serverfarm_gym.baselines.solvers.bounds import relaxation_bound
-    from serverfarm_gym.envs.scenarios import load_scenario
 
-    config = load_scenario(scenario)
-    settings = recommended(config) | FROM_SCRATCH | json.loads(ns.set)
-    curve_eval = _evaluator(config, ns.curve_durations, ns.curve_reps, CURVE_SEED0)
-    final_eval = _evaluator(config, ns.final_durations, ns.final_reps, FINAL_SEED0)
-    refs = {name: make_policy(name, config, ACTION_MODE) for name in ("pas", "best-priority")}
-    curve_refs = {k: curve_eval(p) for k, p in refs.items()}
+    refs = References(ns, scenario) if references is None else references
+    config, curve_eval, final_eval = refs.config, refs.curve_eval, refs.final_eval
+    curve_refs, final_refs, bound = refs.curve, refs.final, refs.bound
+    settings = recommended(config) | FROM_SCRATCH | ns.set
     trainer = PPO(config, action_mode=ACTION_MODE, seed=seed, **settings)
     points: list[dict[str, Any]] = []
 
@@ -134,8 +157,6 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
     marks = sorted(int(m) for m in ns.marks.split(","))
     curve_at = [ns.eval_first * 2**k for k in range(64) if ns.eval_first * 2**k < marks[-1]]
     finals: list[dict[str, Any]] = []
-    final_refs = {k: final_eval(p) for k, p in refs.items()}
-    bound = float(relaxation_bound(config).efficiency)
     cpu = {"train": 0.0, "mark": time.process_time()}  # training only: the references are done
 
     def measure_final() -> None:
@@ -165,7 +186,7 @@ def run_cell(ns: argparse.Namespace, scenario: str, seed: int) -> dict[str, Any]
     trainer.learn(marks[-1], callback=callback)
     final_entropy = trainer.history[-1]["entropy"] if trainer.history else None
     return {
-        "decisions": decisions(numpy_predictor(trainer.policy), config, refs["pas"]),
+        "decisions": decisions(numpy_predictor(trainer.policy), config, refs.pas),
         "final_entropy": final_entropy,
         "scenario": scenario, "seed": seed, "settings": dict(settings), "bound": bound,
         "curve_refs": {k: float(v.mean()) for k, v in curve_refs.items()},
@@ -306,13 +327,21 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--figure-dir", type=Path, default=None)
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
     ns = p.parse_args(argv)
+    try:
+        ns.set = json.loads(ns.set)
+    except json.JSONDecodeError as err:
+        p.error(f"--set: not JSON ({err})")
+    if not isinstance(ns.set, dict):
+        p.error("--set: give a JSON object of PPOConfig fields")
     if not ns.report:
         for scen in ns.scenarios.split(","):
+            refs = None  # measured once per farm, when a cell of it runs
             for seed in range(ns.seed0, ns.seed0 + ns.seeds):
                 path = cell_path(ns.out, scen, seed)
                 if path.exists():
                     continue
-                cell = run_cell(ns, scen, seed)
+                refs = refs or References(ns, scen)
+                cell = run_cell(ns, scen, seed, refs)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, to_json(cell))
                 report(ns.out, ns.figure_dir)
