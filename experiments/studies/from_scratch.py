@@ -600,6 +600,17 @@ def write_report(
     return agg
 
 
+def config_overrides(p: argparse.ArgumentParser, text: str) -> dict[str, Any]:
+    """``--set``'s JSON object of PPOConfig fields; a bad one exits 2 naming the option."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        p.error(f"--set: not JSON ({err})")
+    if not isinstance(value, dict):
+        p.error("--set: give a JSON object of PPOConfig fields")
+    return value
+
+
 def parse_args(
     argv: list[str] | None, prog: str, description: str, scenarios: tuple[str, ...], out: Path,
     extra: tuple[str, ...] = (),
@@ -620,12 +631,7 @@ def parse_args(
     p.add_argument("--set", default="{}", help="JSON of PPOConfig fields for the PPO runs "
                    "(a variant of the derived settings: give it its own --out)")  # fmt: skip
     ns = p.parse_args(argv)
-    try:
-        ns.set = json.loads(ns.set)
-    except json.JSONDecodeError as err:
-        p.error(f"--set: not JSON ({err})")
-    if not isinstance(ns.set, dict):
-        p.error("--set: give a JSON object of PPOConfig fields")
+    ns.set = config_overrides(p, ns.set)
     ns.scenarios, ns.trainers = ns.scenarios.split(","), ns.trainers.split(",")
     for name, got, allowed in (
         ("--scenarios", ns.scenarios, scenarios + extra),

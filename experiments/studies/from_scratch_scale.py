@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
+from experiments.studies.from_scratch import config_overrides
 from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
 SCENARIOS = ("paper-100", "large-10k")
@@ -327,12 +328,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--figure-dir", type=Path, default=None)
     p.add_argument("--report", action="store_true", help="only aggregate the cells present")
     ns = p.parse_args(argv)
-    try:
-        ns.set = json.loads(ns.set)
-    except json.JSONDecodeError as err:
-        p.error(f"--set: not JSON ({err})")
-    if not isinstance(ns.set, dict):
-        p.error("--set: give a JSON object of PPOConfig fields")
+    ns.set = config_overrides(p, ns.set)
     if not ns.report:
         for scen in ns.scenarios.split(","):
             refs = None  # measured once per farm, when a cell of it runs
