@@ -1,9 +1,10 @@
-"""Shared plumbing of the paper-reproduction experiments: the command line, output files,
-a process pool over arbitrary tasks, window lengths in model time, and ratio statistics.
+"""Shared plumbing of the experiments (``experiments/paper/``, ``experiments/studies/``): the
+command line, output files, a process pool over arbitrary tasks, window lengths in model time,
+and ratio statistics.
 
-Every experiment script ``experiments/<name>.py`` has ``main(argv) -> report`` and the options
-built by :func:`base_parser` (``--quick``, ``--out DIR``, ``--seed``, ``--workers``,
-``--figure-dir``). It writes ``<name>.json`` (the full report), ``<name>.csv`` (one flat row per
+Every experiment script ``experiments/paper/<name>.py`` (and most of ``experiments/studies/``)
+has ``main(argv) -> report`` and the options built by :func:`base_parser` (``--quick``,
+``--out DIR``, ``--seed``, ``--workers``, ``--figure-dir``). It writes ``<name>.json`` (the full report), ``<name>.csv`` (one flat row per
 measured point) and ``<name>.png`` into ``--out`` (default ``results/<name>/``, git-ignored),
 each atomically through :mod:`serverfarm_gym.evaluation.outputs` (a crash or Ctrl-C never leaves a truncated
 file). ``--figure-dir docs/figures`` also writes the PNG there (the committed figures of
@@ -55,9 +56,11 @@ __all__ = [
 # command line
 # ---------------------------------------------------------------------------------------------
 def base_parser(name: str, description: str) -> argparse.ArgumentParser:
-    """The options every experiment shares (the script adds its own)."""
+    """The options every experiment shares (the script adds its own); the messages name the
+    script by its path, ``experiments/paper/<name>.py`` or ``experiments/studies/<name>.py``."""
+    folder = "paper" if (Path(__file__).with_name("paper") / f"{name}.py").is_file() else "studies"
     p = argparse.ArgumentParser(
-        prog=f"experiments/{name}.py",
+        prog=f"experiments/{folder}/{name}.py",
         description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
