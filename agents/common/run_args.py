@@ -140,7 +140,10 @@ class PPOArgs(CommonArgs):
         "cloned policy's action is from uniform (0) to certain (1), on average (the logits are "
         "scaled; the deterministic policy stays the clone's)"
     )
-    advantage: str = _derived("'discounted' (GAE with --gamma) or 'average' (no discount)")
+    advantage: str = _derived(
+        "'discounted' (GAE with --gamma), 'average' (no discount) or 'afterstate' (no discount, "
+        "the value of the farm after the placement)"
+    )
     total_timesteps: int = _derived("environment steps in total")
     n_envs: int = _derived("parallel environments")
     learning_rate: float = _derived("Adam learning rate")

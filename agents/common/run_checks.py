@@ -112,7 +112,7 @@ _PPO_REFUSED = ("init", "advantage", "server_network", "objective", "slo_step")
 #: the choices of the string options
 CHOICES = {
     "server_network": ("tied", "mlp"), "objective": ("energy", "cost"),
-    "advantage": ("discounted", "average"), "vec_env": ("dummy", "subproc"),
+    "advantage": ("discounted", "average", "afterstate"), "vec_env": ("dummy", "subproc"),
     "reward": ("env", "expected"), "lr_schedule": ("constant", "linear"),
     "activation": ("tanh", "relu"),
 }  # fmt: skip

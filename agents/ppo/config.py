@@ -13,9 +13,12 @@ from serverfarm_gym.evaluation.policy_report import epochs_per_duration
 if TYPE_CHECKING:  # the resolved arguments of train.py (serverfarm_gym.agents.common.run_args)
     from serverfarm_gym.agents.common.run_args import PPOArgs
 
-__all__ = ["LARGE_FARM_EPOCHS_PER_DURATION", "PPOConfig", "auto_gamma", "network_mode",
+__all__ = ["ADVANTAGES", "LARGE_FARM_EPOCHS_PER_DURATION", "PPOConfig", "auto_gamma", "network_mode",
            "ppo_config", "recommended"]  # fmt: skip
 
+
+#: PPO's advantage estimates (PPO's module doc; ``"afterstate"``: serverfarm_gym.agents.ppo.afterstate)
+ADVANTAGES = ("discounted", "average", "afterstate")
 
 #: farms with more decision epochs per mean job duration than this count as "large" in
 #: :func:`recommended`: with many decisions per duration one decision's signal is weak, and
@@ -80,7 +83,7 @@ class PPOConfig:
     n_epochs: int = 4
     learning_rate: float = 3e-4
     lr_schedule: str = "linear"  # "linear" (to 0) or "constant"
-    advantage: str = "discounted"  # "discounted" or "average"
+    advantage: str = "discounted"  # "discounted", "average" or "afterstate" (ADVANTAGES)
     gamma: float | str = "auto"  # a number in (0, 1], or "auto" (see auto_gamma)
     horizon_durations: float = 1.0  # the discount's horizon in mean job durations (recommended)
     gae_lambda: float = 0.95
@@ -125,8 +128,10 @@ class PPOConfig:
                 f"batch_size: {self.batch_size} exceeds the rollout n_envs x n_steps = "
                 f"{self.n_envs * self.n_steps}; lower it or raise n_steps"
             )
-        if self.advantage not in ("discounted", "average"):
-            raise ValueError(f"advantage: choose 'discounted' or 'average', got {self.advantage!r}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(
+                f"advantage: choose one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}"
+            )
         if self.lr_schedule not in ("linear", "constant"):
             raise ValueError(
                 f"lr_schedule: choose 'linear' or 'constant', got {self.lr_schedule!r}"

@@ -15,7 +15,7 @@ initialisation, same Adam with ``eps=1e-5``): :meth:`PPO.save` writes an ordinar
 ``serverfarm_gym.agents.ppo.PPOAgent.load`` (and ``evaluate.py --policies ppo:PATH``) use it unchanged.
 
 PPO with the clipped surrogate, GAE(lambda), an unclipped value loss, an entropy bonus, global
-gradient-norm clipping and a linearly decaying learning rate. Two advantages (``advantage``):
+gradient-norm clipping and a linearly decaying learning rate. Three advantages (``advantage``):
 
 * ``"discounted"``: GAE with discount ``gamma``; ``gamma="auto"``: a horizon of
   ``horizon_durations`` mean job durations in model time (``config.auto_gamma``).
@@ -23,6 +23,9 @@ gradient-norm clipping and a linearly decaying learning rate. Two advantages (``
   V(s_{t+1}) - V(s_t)``, ``rho`` the running average reward (updated once per rollout). The
   env's reward ``W - eta P`` is a Dinkelbach average reward, so this is the criterion
   optimised; ``gae_lambda < 1`` keeps the variance bounded.
+* ``"afterstate"``: the same criterion, the advantage read off a critic of the farm *after* the
+  placement, ``A(s, a) = U(y_a) - sum_b pi(b | s) U(y_b)``, instead of off a sampled return
+  (``serverfarm_gym.agents.ppo.afterstate``; farms without right-sizing).
 
 A clone of PAS's (or another teacher's) decisions starts training at its efficiency; the clone
 is label-smoothed (``clone_smoothing``): a hard clone is near-deterministic and PPO's gradient
@@ -49,6 +52,7 @@ from serverfarm_gym.agents.common.checkpoints import (
     diverged,
     save_model_atomic,
 )
+from serverfarm_gym.agents.ppo.afterstate import AfterstateCritic
 from serverfarm_gym.agents.ppo.agent import sidecar_path, write_sidecar
 from serverfarm_gym.agents.ppo.config import PPOConfig, auto_gamma
 from serverfarm_gym.agents.ppo.losses import clone_loss, gae, masked_logits, ppo_losses
@@ -108,7 +112,7 @@ class PPO:
             n_steps=cfg.n_steps,
             batch_size=cfg.batch_size,
             n_epochs=cfg.n_epochs,
-            gamma=1.0 if cfg.advantage == "average" else self.gamma,
+            gamma=self.gamma if cfg.advantage == "discounted" else 1.0,
             gae_lambda=cfg.gae_lambda,
             policy_kwargs={"net_arch": {"pi": arch, "vf": arch}, "activation_fn": act},
             seed=cfg.seed,
@@ -123,13 +127,17 @@ class PPO:
         # train.py's run sets its whole length, so a resumed run continues the schedule where
         # its checkpoint left it (as SB3's reset_num_timesteps=False does)
         self.schedule_total = 0
-        self.rho = 0.0  # running average reward (advantage="average")
+        self.rho = 0.0  # running average reward (advantage "average" and "afterstate")
         self._rho_init = False
         self._obs: np.ndarray | None = None
         self.history: list[dict[str, float]] = []
         # PAS itself, when the loss anchors the policy to its decisions (pas_anchor > 0)
         self._pas = make_policy("pas", self.config, cfg.action_mode) if cfg.pas_anchor > 0 else None
         self._gen = torch.Generator().manual_seed(cfg.seed)
+        self._after = (  # advantage="afterstate": the value net is a critic of afterstates
+            AfterstateCritic(self.config, cfg.action_mode, self.value_of)
+            if cfg.advantage == "afterstate" else None
+        )  # fmt: skip
 
     # ---- the network ----------------------------------------------------------------------------
     @property
@@ -142,6 +150,11 @@ class PPO:
         p = self.policy
         lat_pi, lat_vf = p.mlp_extractor(p.features_extractor(obs))
         return p.action_net(lat_pi), p.value_net(lat_vf).squeeze(-1)
+
+    def value_of(self, obs: torch.Tensor) -> torch.Tensor:
+        """The value net alone on float32 observations (afterstates: ``values [n]``)."""
+        p = self.policy
+        return p.value_net(p.mlp_extractor.forward_critic(p.features_extractor(obs))).squeeze(-1)
 
     @torch.no_grad()
     def predict_batch(self, obs: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -179,6 +192,8 @@ class PPO:
             buf["actions"][t] = a
             buf["logp"][t] = lp.gather(1, a[:, None]).squeeze(1)
             buf["values"][t] = v
+            if self._after is not None:  # U of the taken afterstate instead
+                self._after.record(buf, t, obs, lp, a)
             if self._pas is not None:  # PAS's choice in the same state, for the anchor
                 pa, _ = self._pas.predict(obs.numpy(), action_masks=mask.numpy())
                 buf["pas"][t] = torch.from_numpy(np.asarray(pa, dtype=np.int64))
@@ -190,7 +205,12 @@ class PPO:
             obs = torch.from_numpy(o)
         self._obs = obs.numpy()
         with torch.no_grad():
-            _, last_v = self.forward(obs)
+            logits, last_v = self.forward(obs)
+            if self._after is not None:
+                m = torch.from_numpy(venv.action_masks())
+                last_v = self._after.state_value(
+                    obs, torch.log_softmax(masked_logits(logits, m), -1)
+                )
         buf["last_value"] = last_v
         self.num_timesteps += T * self.cfg.n_envs
         return {
@@ -210,15 +230,18 @@ class PPO:
         lr = cfg.learning_rate * (progress_remaining if cfg.lr_schedule == "linear" else 1.0)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        if cfg.advantage == "average":
+        if cfg.advantage != "discounted":
             mean_r = float(buf["rewards"].mean())
             self.rho = (
                 mean_r if not self._rho_init else self.rho + cfg.rho_tau * (mean_r - self.rho)
             )
             self._rho_init = True
+        if cfg.advantage == "average":
             adv, ret = gae(
                 buf["rewards"], buf["values"], buf["last_value"], 1.0, cfg.gae_lambda, self.rho
             )
+        elif self._after is not None:  # advantage="afterstate"
+            adv, ret = self._after.advantages(buf, cfg.gae_lambda, self.rho)
         else:
             adv, ret = gae(
                 buf["rewards"], buf["values"], buf["last_value"], self.gamma, cfg.gae_lambda
@@ -232,7 +255,7 @@ class PPO:
             "adv": adv.reshape(n),
             "ret": ret.reshape(n),
             "pas": buf["pas"].reshape(n) if "pas" in buf else buf["actions"].reshape(n),
-        }
+        } | ({"after": buf["after"].reshape(n, -1)} if "after" in buf else {})
         # critic warm-up: after a PAS clone the value net is untrained, and advantages from it
         # are noise that would push the policy away from PAS before it has learnt anything;
         # the policy and value MLPs are separate, so a value-only loss leaves the policy as is
@@ -269,6 +292,8 @@ class PPO:
         the anchor to PAS (``pas_anchor``); the value term alone in the critic warm-up."""
         cfg = self.cfg
         logits, v = self.forward(flat["obs"][idx])
+        if "after" in flat:  # the value net is U of the taken action's afterstate
+            v = self.value_of(flat["after"][idx])
         terms = ppo_losses(
             logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], adv,
             flat["ret"][idx], cfg.clip_range,
@@ -300,7 +325,9 @@ class PPO:
             "logp": torch.zeros(T, N),
             "values": torch.zeros(T, N),
             "rewards": torch.zeros(T, N),
-        } | ({"pas": torch.zeros(T, N, dtype=torch.int64)} if self._pas is not None else {})
+        } | ({"pas": torch.zeros(T, N, dtype=torch.int64)} if self._pas is not None else {}) | (
+            self._after.buffers(T, N, d) if self._after is not None else {}
+        )  # fmt: skip
 
     def learn(
         self,
@@ -467,5 +494,5 @@ class PPO:
         # a resumed run does not repeat its critic warm-up (files before n_updates: 1 per rollout)
         per = int(cfg["n_steps"]) * int(cfg["n_envs"])
         trainer.n_updates = int(meta.get("n_updates", trainer.num_timesteps // per))
-        trainer._rho_init = trainer.cfg.advantage == "average" and trainer.num_timesteps > 0
+        trainer._rho_init = trainer.cfg.advantage != "discounted" and trainer.num_timesteps > 0
         return trainer
