@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from serverfarm_gym.agents.ppo.losses import masked_logits
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.observation import hist_offsets, obs_size
 
@@ -91,16 +92,14 @@ def afterstate_returns(
 
 
 def afterstate_values(
-    after_map: AfterstateMap,
+    after: torch.Tensor,
     value_of: Callable[[torch.Tensor], torch.Tensor],
-    obs: torch.Tensor,
     logp: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(U[n, A], V[n])`` at the decisions ``obs[n, d]`` with masked log-probabilities
-    ``logp[n, A]`` (masked actions at probability 0): the value net ``value_of`` on every
-    action's afterstate and its expectation under the policy."""
+    """``(U[n, A], V[n])`` of the afterstates ``after[n, A, d]`` of decisions with masked
+    log-probabilities ``logp[n, A]`` (masked actions at probability 0): the value net
+    ``value_of`` on every action's afterstate and its expectation under the policy."""
     n, A = logp.shape
-    after = after_map.after(obs)
     U = value_of(after.reshape(n * A, -1)).reshape(n, A)
     p = torch.exp(logp)
     return U, (p * U).sum(-1)
@@ -126,15 +125,20 @@ class AfterstateCritic:
                logp: torch.Tensor, actions: torch.Tensor) -> None:  # fmt: skip
         """Step ``t``: ``values`` becomes ``U`` of the taken afterstate (the value loss's old
         prediction), ``state_values`` ``V(s_t)``, ``after`` the afterstate itself."""
-        U, V = afterstate_values(self.map, self.value_of, obs, logp)
+        after = self.map.after(obs)
+        U, V = afterstate_values(after, self.value_of, logp)
         buf["values"][t] = U.gather(1, actions[:, None]).squeeze(1)
         buf["state_values"][t] = V
-        buf["after"][t] = self.map.after(obs)[torch.arange(len(actions)), actions]
+        buf["after"][t] = after[torch.arange(len(actions)), actions]
 
     @torch.no_grad()
-    def state_value(self, obs: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
-        """``V(s)`` of the decisions ``obs`` (the rollout's bootstrap)."""
-        return afterstate_values(self.map, self.value_of, obs, logp)[1]
+    def state_value(
+        self, obs: torch.Tensor, logits: torch.Tensor, masks: np.ndarray
+    ) -> torch.Tensor:
+        """``V(s)`` of the decisions ``obs`` with the policy's ``logits`` and the action
+        ``masks`` (the rollout's bootstrap)."""
+        logp = torch.log_softmax(masked_logits(logits, torch.from_numpy(masks)), -1)
+        return afterstate_values(self.map.after(obs), self.value_of, logp)[1]
 
     @staticmethod
     def advantages(

@@ -147,9 +147,12 @@ class PPO:
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(logits [n, A], values [n]) of float32 observations (no masking)."""
+        return self.logits_of(obs), self.value_of(obs)
+
+    def logits_of(self, obs: torch.Tensor) -> torch.Tensor:
+        """The policy net alone: logits [n, A] of float32 observations (no masking)."""
         p = self.policy
-        lat_pi, lat_vf = p.mlp_extractor(p.features_extractor(obs))
-        return p.action_net(lat_pi), p.value_net(lat_vf).squeeze(-1)
+        return p.action_net(p.mlp_extractor.forward_actor(p.features_extractor(obs)))
 
     def value_of(self, obs: torch.Tensor) -> torch.Tensor:
         """The value net alone on float32 observations (afterstates: ``values [n]``)."""
@@ -207,10 +210,7 @@ class PPO:
         with torch.no_grad():
             logits, last_v = self.forward(obs)
             if self._after is not None:
-                m = torch.from_numpy(venv.action_masks())
-                last_v = self._after.state_value(
-                    obs, torch.log_softmax(masked_logits(logits, m), -1)
-                )
+                last_v = self._after.state_value(obs, logits, venv.action_masks())
         buf["last_value"] = last_v
         self.num_timesteps += T * self.cfg.n_envs
         return {
@@ -291,9 +291,10 @@ class PPO:
         and its terms: the clipped surrogate, value and entropy terms (:func:`ppo_losses`) and
         the anchor to PAS (``pas_anchor``); the value term alone in the critic warm-up."""
         cfg = self.cfg
-        logits, v = self.forward(flat["obs"][idx])
         if "after" in flat:  # the value net is U of the taken action's afterstate
-            v = self.value_of(flat["after"][idx])
+            logits, v = self.logits_of(flat["obs"][idx]), self.value_of(flat["after"][idx])
+        else:
+            logits, v = self.forward(flat["obs"][idx])
         terms = ppo_losses(
             logits, flat["masks"][idx], v, flat["actions"][idx], flat["logp"][idx], adv,
             flat["ret"][idx], cfg.clip_range,

@@ -71,7 +71,7 @@ def test_state_value_is_the_policy_expectation_over_valid_actions():
     obs, masks = encode_occupancy(c, "group", np.zeros((1, c.n_servers), np.int64), 0)
     logits = torch.tensor([[0.3, -1.0, 2.0, 0.5, 0.0, 0.1][: masks.shape[1]]])
     logp = torch.log_softmax(logits.masked_fill(~torch.from_numpy(masks), -1e8), -1)
-    U, V = afterstate_values(amap, lambda x: x.sum(-1), torch.from_numpy(obs), logp)
+    U, V = afterstate_values(amap.after(torch.from_numpy(obs)), lambda x: x.sum(-1), logp)
     p = torch.exp(logp)[0]
     assert float(p[~torch.from_numpy(masks[0])].sum()) == 0.0
     torch.testing.assert_close(V[0], (p * U[0]).sum())
