@@ -40,7 +40,9 @@ from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.evaluation.references import reference_values
 
-__all__ = ["DecisionMDP", "PolicyOptimum", "average_reward", "best_policy", "decision_mdp"]
+__all__ = [
+    "DecisionMDP", "PolicyOptimum", "average_reward", "best_policy", "decision_mdp", "loss_by_state",
+]  # fmt: skip
 
 #: the largest per-server chain solved here (dense matrices)
 MAX_STATES = 4_096
@@ -213,6 +215,31 @@ def best_policy(mdp: DecisionMDP, gamma: float | None = None, eta: float | None 
             return PolicyOptimum(choice, eff, cur, gamma, rule)
         cur = eff
     raise RuntimeError(f"the fixed point eta = efficiency not reached in {max_iter} iterations")
+
+
+def loss_by_state(
+    mdp: DecisionMDP, choice: np.ndarray, opt: PolicyOptimum
+) -> dict[str, np.ndarray]:
+    """Where the deterministic policy ``choice`` loses against the optimum ``opt`` (from
+    :func:`best_policy`), exactly: at ``opt.eta``, with ``q[d, b]`` the value of action ``b`` in
+    decision state ``d`` under the optimum's relative values, the average-reward performance
+    difference ``g* - g = sum_d mu(d) (max_b q[d, b] - q[d, choice[d]])`` (``mu``: the policy's
+    stationary distribution over decision states). Returns ``mu``, ``loss`` (each state's term;
+    they sum to ``g* - g``) and ``q`` (one array per state, the actions of ``mdp.post[d]``)."""
+    R = mdp.step_reward(opt.eta)
+    h = _evaluate(mdp, R, opt.choice, None)[0]
+    future = R + mdp.T @ h  # each post-decision state's value under the optimum
+    choice = np.asarray(choice, dtype=np.int64)
+    P = mdp.T[np.array([p[c] for p, c in zip(mdp.post, choice, strict=True)])]
+    # the stationary distribution: mu P = mu, sum mu = 1 (one equation replaced by the sum)
+    A = (np.eye(len(P)) - P).T
+    A[0] = 1.0
+    b = np.zeros(len(P))
+    b[0] = 1.0
+    mu = np.linalg.solve(A, b)
+    q = [future[p] for p in mdp.post]
+    loss = np.array([m * (qd.max() - qd[c]) for m, qd, c in zip(mu, q, choice, strict=True)])
+    return {"mu": mu, "loss": loss, "q": np.array(q, dtype=object)}
 
 
 def criterion_table(names: list[str], horizons: tuple[float, ...] = (1.0, 4.0)) -> str:

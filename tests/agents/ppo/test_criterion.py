@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from serverfarm_gym.agents.ppo.config import auto_gamma
-from serverfarm_gym.agents.ppo.criterion import average_reward, best_policy, decision_mdp
+from serverfarm_gym.agents.ppo.criterion import (
+    average_reward,
+    best_policy,
+    decision_mdp,
+    loss_by_state,
+)
 from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy
 from serverfarm_gym.envs.config import farm_from_dict
 from serverfarm_gym.envs.scenarios import load_scenario
@@ -93,3 +98,21 @@ def test_old_derived_discounts_rank_a_worse_policy_best_on_tiny(tiny, horizon, s
         assert best.efficiency / opt == pytest.approx(share, abs=5e-4)
         assert best.efficiency < 0.99 * opt or horizon > 1.0
         assert best.efficiency < opt * (1 - 5e-3)
+
+
+@pytest.mark.parametrize("name", ["tiny", "pas-gap"])
+def test_loss_by_state_sums_to_the_average_reward_gap(name):
+    """The performance-difference terms of random deterministic policies sum to the optimum's
+    average reward minus the policy's at the optimum's eta (an identity: 1e-9), each term is
+    >= 0, the optimum itself loses nothing, and mu is a distribution."""
+    mdp = decision_mdp(load_scenario(name))
+    opt = best_policy(mdp)
+    assert loss_by_state(mdp, opt.choice, opt)["loss"].sum() == pytest.approx(0.0, abs=1e-12)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        choice = np.array([rng.integers(len(p)) for p in mdp.post])
+        out = loss_by_state(mdp, choice, opt)
+        gap = average_reward(mdp, opt.choice, opt.eta) - average_reward(mdp, choice, opt.eta)
+        assert out["loss"].sum() == pytest.approx(gap, rel=1e-9, abs=1e-12)
+        assert (out["loss"] >= -1e-12).all() and gap > 0
+        assert out["mu"].sum() == pytest.approx(1.0) and (out["mu"] >= -1e-12).all()
