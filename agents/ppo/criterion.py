@@ -33,9 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from serverfarm_gym.agents.ppo.config import auto_gamma
-from serverfarm_gym.baselines.solvers.ctmc import evaluate_policy, full_states, n_full_states
+from serverfarm_gym.baselines.solvers.ctmc import (
+    evaluate_policy,
+    full_states,
+    n_full_states,
+    stationary_distribution,
+)
 from serverfarm_gym.envs.config import FarmConfig
 from serverfarm_gym.envs.scenarios import load_scenario
 from serverfarm_gym.evaluation.references import reference_values
@@ -231,12 +237,8 @@ def loss_by_state(
     future = R + mdp.T @ h  # each post-decision state's value under the optimum
     choice = np.asarray(choice, dtype=np.int64)
     P = mdp.T[np.array([p[c] for p, c in zip(mdp.post, choice, strict=True)])]
-    # the stationary distribution: mu P = mu, sum mu = 1 (one equation replaced by the sum)
-    A = (np.eye(len(P)) - P).T
-    A[0] = 1.0
-    b = np.zeros(len(P))
-    b[0] = 1.0
-    mu = np.linalg.solve(A, b)
+    # the decision chain's stationary distribution: that of the generator P - I
+    mu = stationary_distribution(sp.csr_matrix(P - np.eye(len(P))))
     q = [future[p] for p in mdp.post]
     loss = np.array([m * (qd.max() - qd[c]) for m, qd, c in zip(mu, q, choice, strict=True)])
     return {"mu": mu, "loss": loss, "q": np.array(q, dtype=object)}

@@ -30,20 +30,22 @@ from experiments.studies import from_scratch as fs
 from serverfarm_gym.evaluation.outputs import atomic_write, to_json
 
 
-def state_report(trainer: Any, top: int = 8) -> dict[str, Any]:
-    """The decomposition of ``trainer``'s deterministic policy (module doc): the gap, the share
-    of the loss in the ``top`` states that carry most of it, and per such state its occupancy,
-    job type, share of decisions, exact ``q - max q``, the policy's probabilities and (afterstate
-    critic) ``U - max U``, each over the state's actions."""
+def state_report(trainer: Any, mdp: Any, opt: Any, top: int = 8) -> dict[str, Any]:
+    """The decomposition of ``trainer``'s deterministic policy against the optimum ``opt`` of
+    its farm's decision process ``mdp`` (module doc): the gap, the share of the loss in the
+    ``top`` states that carry most of it, and per such state its occupancy, job type, share of
+    decisions, exact ``q - max q``, the policy's probabilities and (afterstate critic)
+    ``U - max U``, each over the state's actions."""
     import torch
 
-    from serverfarm_gym.agents.ppo.criterion import best_policy, decision_mdp, loss_by_state
+    from serverfarm_gym.agents.ppo.afterstate import AfterstateMap
+    from serverfarm_gym.agents.ppo.criterion import loss_by_state
     from serverfarm_gym.agents.ppo.losses import masked_logits
     from serverfarm_gym.envs.observation import encode_occupancy, group_action
 
     config = trainer.config
-    mdp = decision_mdp(config, fs.ACTION_MODE)
-    opt = best_policy(mdp)
+    # the value net is a critic of afterstates only with advantage="afterstate"
+    after = AfterstateMap(config, fs.ACTION_MODE) if trainer.cfg.advantage == "afterstate" else None
     occ = mdp.states.astype(np.int64)
     sg = config.server_group
     choice = np.zeros(len(mdp.post), dtype=np.int64)
@@ -57,8 +59,8 @@ def state_report(trainer: Any, top: int = 8) -> dict[str, Any]:
             o = torch.from_numpy(obs)
             logits = masked_logits(trainer.logits_of(o), torch.from_numpy(masks))
             p = torch.softmax(logits, -1)[0].numpy()[acts]
-            if trainer._after is not None:
-                u = trainer.value_of(trainer._after.map.after(o)[0]).numpy()[acts]
+            if after is not None:
+                u = trainer.value_of(after.after(o)[0]).numpy()[acts]
                 crit.append(u - u.max())
         choice[d] = int(np.argmax(p))
         probs.append(p)
@@ -95,15 +97,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     a = ap.parse_args(argv)
     import torch
 
+    from serverfarm_gym.agents.ppo.criterion import best_policy, decision_mdp
     from serverfarm_gym.envs.scenarios import load_scenario
-    from serverfarm_gym.evaluation.references import optimum_solution
 
     torch.set_num_threads(1)
     overrides = json.loads(a.set)
     if "net_arch" in overrides:
         overrides["net_arch"] = tuple(overrides["net_arch"])
     config = load_scenario(a.scenario)
-    optimum = float(optimum_solution(config)[0].value)
+    # the optimum over every deterministic policy (the LP's on these farms: docs/learning.md)
+    mdp = decision_mdp(config, fs.ACTION_MODE)
+    opt = best_policy(mdp)
+    optimum = opt.efficiency
     trainer = fs.ppo_trainer(config, a.seed, **overrides)
     curve = fs.Curve(fs.exact_efficiency(config, lambda: trainer.predict_batch))
     curve.evaluate(0)
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     share = [p[2] / optimum for p in curve.points]
     report = {"scenario": a.scenario, "seed": a.seed, "steps": a.steps, "set": a.set,
               "best_share": max(share), "final_share": share[-1],
-              **state_report(trainer, a.top)}  # fmt: skip
+              **state_report(trainer, mdp, opt, a.top)}  # fmt: skip
     print(f"{a.scenario} seed {a.seed}: final {100 * share[-1]:.3f}% of the optimum (best "
           f"{100 * max(share):.3f}%); {report['wrong_states']} of {report['decision_states']} "
           f"decision states wrong, the top {a.top} carry {100 * report['top_share_of_loss']:.0f}%"
