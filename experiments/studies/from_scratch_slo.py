@@ -12,7 +12,8 @@ rollout's own mean response time (``serverfarm_gym.agents.ppo.slo.DualAscent``, 
 step 1/D), as ``train.py`` trains to an SLO (without its clone):
 
 * ``ppo``: ``serverfarm_gym.agents.ppo.ppo.PPO`` with ``recommended(config)`` and the discounted
-  advantage (train.py's on a farm with an SLO, ``serverfarm_gym.agents.common.farm_settings``); the rollout's E[T] is
+  advantage (train.py's on a farm with an SLO, ``serverfarm_gym.agents.common.farm_settings``;
+  ``--set`` replaces it and any other derived setting, as in ``from_scratch.py``); the rollout's E[T] is
   the one ``PPO.collect`` measures (Little's law: the time integral of N over the jobs
   admitted), the dual step runs after each update, before the next rollout (``train.py``'s
   callback);
@@ -34,7 +35,9 @@ results/from_scratch_slo/leaderboard_rows.json``) work as in ``experiments/studi
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +84,13 @@ class _SLOMeasure:
         return eff, et, float(self.venv.slo_multiplier)
 
 
-def run_ppo(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
-    """A random-start PPO run under the SLO's Lagrangian with dual ascent."""
+def run_ppo(config: Any, seed: int, steps: int, **overrides: Any) -> list[tuple[Any, ...]]:
+    """A random-start PPO run under the SLO's Lagrangian with dual ascent (``overrides``:
+    ``PPOConfig`` fields replacing the derived ones, ``--set``)."""
     from serverfarm_gym.agents.ppo.slo import DualAscent, lp_multiplier
 
     # the discounted advantage: what train.py derives for a farm with an SLO (farm_settings)
-    trainer = fs.ppo_trainer(config, seed, advantage="discounted")
+    trainer = fs.ppo_trainer(config, seed, **({"advantage": "discounted"} | overrides))
     meas = _SLOMeasure(config, lambda: trainer.policy, trainer.venv)
     dual = DualAscent(trainer.venv, config, -1, lp_multiplier(meas.space))
     curve = fs.Curve(meas)
@@ -127,13 +131,16 @@ def run_sb3(config: Any, seed: int, steps: int) -> list[tuple[Any, ...]]:
 RUNNERS = {"ppo": run_ppo, "sb3": run_sb3}
 
 
-def run_cell(out: Path, scenario: str, trainer: str, seed: int, steps: int) -> dict[str, Any]:
-    """Train one (scenario, trainer, seed) cell and write it atomically: its curve of points
-    ``(steps, train CPU-s, efficiency, E[T], beta)``."""
+def run_cell(
+    out: Path, scenario: str, trainer: str, seed: int, steps: int,
+    runners: dict[str, Callable[..., list[tuple[Any, ...]]]] = RUNNERS,
+) -> dict[str, Any]:  # fmt: skip
+    """Train one (scenario, trainer, seed) cell with ``runners[trainer]`` and write it
+    atomically: its curve of points ``(steps, train CPU-s, efficiency, E[T], beta)``."""
     config = suite_farm(scenario)
     extra = {"slo": float(config.slo.mean_response_time),
              "curve_columns": ["steps", "train_cpu_s", "efficiency", "mean_response_time", "beta"]}  # fmt: skip
-    return fs.run_cell(out, scenario, trainer, seed, steps, config, RUNNERS, extra)
+    return fs.run_cell(out, scenario, trainer, seed, steps, config, runners, extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,12 +288,11 @@ def report(out: Path, fig_dir: Path | None, min_seeds: int = 10) -> dict[str, An
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ns = fs.parse_args(argv, "experiments/studies/from_scratch_slo.py", __doc__.split("\n\n")[0],
                        SCENARIOS, Path("results/from_scratch_slo"))  # fmt: skip
-    if ns.set:
-        raise SystemExit(
-            "experiments/studies/from_scratch_slo.py: error: --set: not supported here"
-        )
     if not ns.report:
-        fs.run_grid(ns, run_cell)
+        runners = dict(RUNNERS)
+        if ns.set:
+            runners["ppo"] = functools.partial(run_ppo, **ns.set)
+        fs.run_grid(ns, functools.partial(run_cell, runners=runners))
     return report(ns.out, ns.figure_dir, ns.min_seeds)
 
 

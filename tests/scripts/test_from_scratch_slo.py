@@ -134,3 +134,21 @@ def test_one_update_of_each_trainer_end_to_end(tmp_path, trainer) -> None:
     assert np.all(curve[:, 3] >= min_response_time(farm) * (1 - 1e-9))
     assert np.all((curve[:, 2] > 0) & (curve[:, 2] <= slo.references(["tiny-slo"])["tiny-slo"][
         "optimum_without_slo"] * (1 + 1e-9)))  # fmt: skip
+
+
+def test_set_replaces_the_ppo_runs_settings(tmp_path, monkeypatch) -> None:
+    seen: dict = {}
+
+    def fake_trainer(config, seed, **kw):
+        seen.update(kw)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(slo.fs, "ppo_trainer", fake_trainer)
+    with pytest.raises(RuntimeError, match="stop here"):
+        slo.main(["--scenarios", "tiny-slo", "--trainers", "ppo", "--seeds", "1", "--steps",
+                  "2048", "--out", str(tmp_path), "--set", '{"advantage": "average"}'])  # fmt: skip
+    assert seen == {"advantage": "average"}
+    seen.clear()
+    with pytest.raises(RuntimeError, match="stop here"):
+        slo.run_ppo(slo.suite_farm("tiny-slo"), 0, 2048)
+    assert seen == {"advantage": "discounted"}  # train.py's on a farm with an SLO
