@@ -56,8 +56,9 @@ class Rules:
     #: Dinkelbach's criterion, whose best policy is the most efficient one; a discount ranks
     #: others best (tiny, gamma 0.9: a policy 1.1% below the optimum; serverfarm_gym.agents.ppo.criterion)
     advantage: str = "average"
-    #: ... on the other farms (simulated, or with an SLO), where the average-reward advantage
-    #: is not measured
+    #: ... on the other farms: simulated ones, where it is not measured, and those with an SLO,
+    #: where from scratch it ends further from the SLO optimum on three of the four small SLO
+    #: farms (experiments/README.md)
     advantage_other: str = "discounted"
     gae_lambda: float = 0.95
     #: rollout: envs x steps per env, minibatch, epochs per rollout
@@ -262,8 +263,8 @@ def _discount(
         why["gamma"] = "unused by the average-reward advantage (stored for reference)"
     else:
         why["advantage"] = (
-            "discounted GAE (simulated farm or SLO: the average-reward advantage is measured "
-            "on the exact farms only)"
+            "discounted GAE (simulated farm: the average-reward advantage is measured on the "
+            "exact farms only; SLO: it learns worse there, experiments/README.md)"
         )
         why["gamma"] = (
             f"1 - 1/({rules.horizon_durations:g} durations x {tepd:.3g} epochs per duration): "
